@@ -1,0 +1,576 @@
+"""Plain data: memories, citations, fingerprints, verification outcomes, telemetry.
+
+No I/O happens here. Everything is a frozen dataclass so that a memory read from a
+store cannot be changed behind the store's back; changes go through the service.
+Validation of user input lives here too (``NewMemory.parse``), because it is pure and
+every entry point (CLI, MCP, Python) must apply the same rules.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from verified_memory.errors import ValidationError
+
+__all__ = [
+    "Anchor",
+    "Citation",
+    "CitationCheck",
+    "CitationRef",
+    "Decision",
+    "EventKind",
+    "Fingerprint",
+    "Location",
+    "Memory",
+    "NewMemory",
+    "Outcome",
+    "RepoStats",
+    "Status",
+    "TelemetryEvent",
+    "Transition",
+    "Verification",
+    "normalize_path",
+    "utcnow",
+    "validate_repo",
+]
+
+SUBJECT_MAX = 200
+FACT_MAX = 20_000
+CITATIONS_MAX = 50
+REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC (all stored times are UTC)."""
+    return datetime.now(UTC)
+
+
+class Status(StrEnum):
+    ACTIVE = "active"
+    PENDING = "pending"
+    INVALID = "invalid"
+    SUPERSEDED = "superseded"
+
+
+class Outcome(StrEnum):
+    """What verification found for one citation (the ladder in DESIGN.md)."""
+
+    VALID = "valid"
+    RELOCATED = "relocated"
+    CHANGED = "changed"
+    MISSING = "missing"
+    UNVERIFIABLE = "unverifiable"
+
+    @property
+    def holds(self) -> bool:
+        """The cited code is still there (possibly somewhere else)."""
+        return self in (Outcome.VALID, Outcome.RELOCATED)
+
+    @property
+    def is_verdict(self) -> bool:
+        """The code was read and contradicts the citation."""
+        return self in (Outcome.CHANGED, Outcome.MISSING)
+
+
+class Decision(StrEnum):
+    """What verification does to a memory as a whole."""
+
+    REFRESH = "refresh"  # every citation holds: injectable, relocated places rewritten
+    INVALIDATE = "invalidate"  # some citation changed or vanished
+    UNVERIFIED = "unverified"  # some citation could not be read: no verdict, not injected
+
+
+class EventKind(StrEnum):
+    CREATED = "created"
+    RETRIEVED = "retrieved"
+    VERIFIED_VALID = "verified_valid"
+    VERIFIED_INVALID = "verified_invalid"
+    UNVERIFIABLE = "unverifiable"
+    RELOCATED = "relocated"
+    REFRESHED = "refreshed"
+    INVALIDATED = "invalidated"
+    SUPERSEDED = "superseded"
+    APPLIED = "applied"
+    FEEDBACK = "feedback"
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """The innermost definition around a cited range, found again by qualified name.
+
+    ``offset`` is how many lines the citation starts below the definition's first line,
+    so a window inside a function can be relocated inside the relocated function.
+    """
+
+    kind: str  # tree-sitter node type, e.g. "function_definition"
+    name: str  # qualified name, e.g. "Session.request"
+    text_hash: str  # hash of the definition's normalised text
+    offset: int = 0
+    language: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "text_hash": self.text_hash,
+            "offset": self.offset,
+            "language": self.language,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Anchor:
+        return cls(
+            kind=str(data["kind"]),
+            name=str(data["name"]),
+            text_hash=str(data["text_hash"]),
+            offset=int(data.get("offset", 0)),
+            language=str(data.get("language", "")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """Enough to recognise cited code again without storing the code itself.
+
+    ``line_hashes`` has one entry per cited line; blank lines hash to 0 and are
+    skipped when matching, so blank-line edits are not changes.
+    """
+
+    snippet_hash: str
+    line_hashes: tuple[int, ...]
+    anchor: Anchor | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """A place in a file: path plus an inclusive, 1-indexed line range."""
+
+    path: str
+    line_start: int
+    line_end: int
+
+    def __str__(self) -> str:
+        if self.line_start == self.line_end:
+            return f"{self.path}:{self.line_start}"
+        return f"{self.path}:{self.line_start}-{self.line_end}"
+
+
+@dataclass(frozen=True, slots=True)
+class CitationRef:
+    """A citation as a user gives it: a place, optionally pinned to a commit."""
+
+    path: str
+    line_start: int
+    line_end: int
+    sha: str | None = None
+
+    @property
+    def location(self) -> Location:
+        return Location(self.path, self.line_start, self.line_end)
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """A fingerprinted citation as stored: where the code was, at which commit and blob.
+
+    A relocated citation keeps its fingerprint: only its place (and pins) move.
+    """
+
+    path: str
+    line_start: int
+    line_end: int
+    sha: str | None  # commit the citation was made or last verified at
+    blob_sha: str | None  # git blob of the file at that commit
+    fingerprint: Fingerprint
+
+    @property
+    def location(self) -> Location:
+        return Location(self.path, self.line_start, self.line_end)
+
+    @property
+    def snippet_hash(self) -> str:
+        return self.fingerprint.snippet_hash
+
+    def moved_to(self, location: Location, *, sha: str | None, blob_sha: str | None) -> Citation:
+        return replace(
+            self,
+            path=location.path,
+            line_start=location.line_start,
+            line_end=location.line_end,
+            sha=sha,
+            blob_sha=blob_sha,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        fp = self.fingerprint
+        return {
+            "path": self.path,
+            "line_start": self.line_start,
+            "line_end": self.line_end,
+            "sha": self.sha,
+            "blob_sha": self.blob_sha,
+            "snippet_hash": fp.snippet_hash,
+            "line_hashes": [f"{h:016x}" for h in fp.line_hashes],
+            "anchor": fp.anchor.to_dict() if fp.anchor else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Citation:
+        anchor = data.get("anchor")
+        return cls(
+            path=str(data["path"]),
+            line_start=int(data["line_start"]),
+            line_end=int(data["line_end"]),
+            sha=data.get("sha"),
+            blob_sha=data.get("blob_sha"),
+            fingerprint=Fingerprint(
+                snippet_hash=str(data["snippet_hash"]),
+                line_hashes=tuple(int(h, 16) for h in data.get("line_hashes", ())),
+                anchor=Anchor.from_dict(anchor) if anchor else None,
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    id: str
+    repo: str
+    subject: str
+    fact: str
+    citations: tuple[Citation, ...]
+    status: Status = Status.ACTIVE
+    reason: str | None = None
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    created_by: str | None = None
+    created_at: datetime = field(default_factory=utcnow)
+    refreshed_at: datetime = field(default_factory=utcnow)
+    verification_count: int = 0
+    applied_count: int = 0
+    verified_commit: str | None = None
+    invalid_reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "repo": self.repo,
+            "subject": self.subject,
+            "fact": self.fact,
+            "citations": [c.to_dict() for c in self.citations],
+            "status": self.status.value,
+            "reason": self.reason,
+            "category": self.category,
+            "tags": list(self.tags),
+            "supersedes": self.supersedes,
+            "superseded_by": self.superseded_by,
+            "created_by": self.created_by,
+            "created_at": self.created_at.isoformat(),
+            "refreshed_at": self.refreshed_at.isoformat(),
+            "verification_count": self.verification_count,
+            "applied_count": self.applied_count,
+            "verified_commit": self.verified_commit,
+            "invalid_reason": self.invalid_reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Memory:
+        return cls(
+            id=str(data["id"]),
+            repo=str(data["repo"]),
+            subject=str(data["subject"]),
+            fact=str(data["fact"]),
+            citations=tuple(Citation.from_dict(c) for c in data["citations"]),
+            status=Status(data.get("status", "active")),
+            reason=data.get("reason"),
+            category=data.get("category"),
+            tags=tuple(data.get("tags") or ()),
+            supersedes=data.get("supersedes"),
+            superseded_by=data.get("superseded_by"),
+            created_by=data.get("created_by"),
+            created_at=datetime.fromisoformat(data["created_at"]),
+            refreshed_at=datetime.fromisoformat(data["refreshed_at"]),
+            verification_count=int(data.get("verification_count", 0)),
+            applied_count=int(data.get("applied_count", 0)),
+            verified_commit=data.get("verified_commit"),
+            invalid_reason=data.get("invalid_reason"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryEvent:
+    """One append-only telemetry record. ``detail`` is JSON-serialisable."""
+
+    kind: EventKind
+    repo: str
+    memory_id: str | None = None
+    actor: str | None = None
+    at: datetime = field(default_factory=utcnow)
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    id: int | None = None  # assigned by the store
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind.value,
+            "repo": self.repo,
+            "memory_id": self.memory_id,
+            "actor": self.actor,
+            "at": self.at.isoformat(),
+            "detail": dict(self.detail),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TelemetryEvent:
+        return cls(
+            kind=EventKind(data["kind"]),
+            repo=str(data["repo"]),
+            memory_id=data.get("memory_id"),
+            actor=data.get("actor"),
+            at=datetime.fromisoformat(data["at"]),
+            detail=dict(data.get("detail") or {}),
+            id=data.get("id"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One atomic change to a stored memory, applied only if it is still ``expect``.
+
+    Stores apply a batch of transitions in one transaction; a transition whose memory
+    is no longer in the expected status is skipped (with its events), not applied.
+    """
+
+    memory_id: str
+    expect: Status = Status.ACTIVE
+    status: Status | None = None
+    invalid_reason: str | None = None
+    refreshed_at: datetime | None = None
+    verified_commit: str | None = None
+    citations: tuple[Citation, ...] | None = None
+    add_verifications: int = 0
+    add_applications: int = 0
+    events: tuple[TelemetryEvent, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CitationCheck:
+    """The outcome of verifying one citation at one revision."""
+
+    citation: Citation
+    outcome: Outcome
+    location: Location | None = None  # where the code is now (valid / relocated / changed)
+    blob_sha: str | None = None  # blob of the file where the code is now
+    similarity: float | None = None  # share of the cited code that survives (0..1)
+    ambiguous: bool = False  # the code occurs more than once; the nearest was taken
+    step: int = 0  # the ladder step that decided
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cited": str(self.citation.location),
+            "outcome": self.outcome.value,
+            "path": self.location.path if self.location else self.citation.path,
+            "line_start": self.location.line_start if self.location else None,
+            "line_end": self.location.line_end if self.location else None,
+            "similarity": self.similarity,
+            "ambiguous": self.ambiguous,
+            "step": self.step,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """Every citation of one memory checked at one revision, and the decision."""
+
+    memory: Memory  # the memory after the decision was applied (or as it was, if not)
+    checks: tuple[CitationCheck, ...]
+    decision: Decision
+    revision: str  # the commit checked against (or "worktree")
+    reason: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.decision is Decision.REFRESH
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "memory_id": self.memory.id,
+            "subject": self.memory.subject,
+            "status": self.memory.status.value,
+            "decision": self.decision.value,
+            "revision": self.revision,
+            "reason": self.reason,
+            "citations": [c.to_dict() for c in self.checks],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RepoStats:
+    repo: str
+    by_status: Mapping[str, int]
+    events: Mapping[str, int]
+    citations: int
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_status.values())
+
+    @property
+    def invalidation_rate(self) -> float | None:
+        """Share of verification passes that found a memory broken."""
+        valid = self.events.get(EventKind.VERIFIED_VALID.value, 0)
+        invalid = self.events.get(EventKind.VERIFIED_INVALID.value, 0)
+        return invalid / (valid + invalid) if valid + invalid else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "repo": self.repo,
+            "total": self.total,
+            "by_status": dict(self.by_status),
+            "events": dict(self.events),
+            "citations": self.citations,
+            "invalidation_rate": self.invalidation_rate,
+        }
+
+
+# --------------------------------------------------------------------------- input
+
+
+def validate_repo(repo: object, where: str = "repo") -> str:
+    if not isinstance(repo, str) or not REPO_PATTERN.match(repo):
+        raise ValidationError(f"{where} must be 'owner/name', got {repo!r}")
+    owner, name = repo.split("/")
+    if owner in {".", ".."} or name in {".", ".."}:
+        raise ValidationError(f"{where} must be 'owner/name', got {repo!r}")
+    return repo
+
+
+def normalize_path(path: object, where: str = "path") -> str:
+    """A repository-relative path with forward slashes, no '.', '..' or empty parts."""
+    if not isinstance(path, str) or not path.strip():
+        raise ValidationError(f"{where} must be a non-empty relative path, got {path!r}")
+    if "\x00" in path or "\n" in path or "\r" in path:
+        raise ValidationError(f"{where} contains a control character: {path!r}")
+    if path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:[\\/]", path):
+        raise ValidationError(f"{where} must be relative to the repository root, got {path!r}")
+    parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ValidationError(f"{where} must stay inside the repository ('..' found): {path!r}")
+    if not parts:
+        raise ValidationError(f"{where} must name a file, got {path!r}")
+    return "/".join(parts)
+
+
+def _text(data: Mapping[str, Any], key: str, *, required: bool, limit: int) -> str | None:
+    value = data.get(key)
+    if value is None or (isinstance(value, str) and not value.strip() and not required):
+        if required:
+            raise ValidationError(f"{key} is required and must not be empty")
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"{key} must be a string, got {type(value).__name__}")
+    value = value.strip()
+    if required and not value:
+        raise ValidationError(f"{key} must not be empty")
+    if len(value) > limit:
+        raise ValidationError(f"{key} is {len(value)} characters long; the limit is {limit}")
+    return value
+
+
+def _line(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value)
+        raise ValidationError(f"{where} must be a whole number, got {value!r}")
+    return value
+
+
+def parse_citation(data: object, where: str = "citation") -> CitationRef:
+    if isinstance(data, CitationRef):
+        data = {"path": data.path, "line_start": data.line_start,
+                "line_end": data.line_end, "sha": data.sha}
+    if not isinstance(data, Mapping):
+        raise ValidationError(f"{where} must be an object with path, line_start, line_end")
+    for key in ("path", "line_start"):
+        if key not in data:
+            raise ValidationError(f"{where}.{key} is required")
+    path = normalize_path(data["path"], f"{where}.path")
+    start = _line(data["line_start"], f"{where}.line_start")
+    end = _line(data.get("line_end", start), f"{where}.line_end")
+    if start < 1:
+        raise ValidationError(f"{where}.line_start must be 1 or more, got {start}")
+    if end < start:
+        raise ValidationError(f"{where}.line_end ({end}) is before line_start ({start})")
+    sha = data.get("sha")
+    if sha is not None and (not isinstance(sha, str) or not re.fullmatch(r"[^\s\x00]{1,255}", sha)):
+        raise ValidationError(f"{where}.sha must be a commit or ref name, got {sha!r}")
+    return CitationRef(path, start, end, sha or None)
+
+
+@dataclass(frozen=True, slots=True)
+class NewMemory:
+    """A memory as an agent submits it, before fingerprinting. Build with ``parse``."""
+
+    repo: str
+    subject: str
+    fact: str
+    citations: tuple[CitationRef, ...]
+    reason: str | None = None
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+    created_by: str | None = None
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any]) -> NewMemory:
+        """Validate a JSON-like mapping (the seed's fields); raise ValidationError."""
+        if not isinstance(data, Mapping):
+            raise ValidationError("a memory must be a JSON object")
+        known = {"repo", "subject", "fact", "citations", "reason", "category", "tags",
+                 "created_by"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValidationError(f"unknown field(s) in memory: {', '.join(unknown)}")
+        repo = validate_repo(data.get("repo"))
+        subject = _text(data, "subject", required=True, limit=SUBJECT_MAX)
+        fact = _text(data, "fact", required=True, limit=FACT_MAX)
+        raw = data.get("citations")
+        if not isinstance(raw, Sequence) or isinstance(raw, str | bytes) or not raw:
+            raise ValidationError("a memory needs at least one citation")
+        if len(raw) > CITATIONS_MAX:
+            raise ValidationError(f"a memory may have at most {CITATIONS_MAX} citations")
+        citations = tuple(parse_citation(c, f"citations[{i}]") for i, c in enumerate(raw))
+        tags = data.get("tags") or ()
+        if isinstance(tags, str) or not all(isinstance(t, str) and t.strip() for t in tags):
+            raise ValidationError("tags must be a list of non-empty strings")
+        assert subject is not None and fact is not None
+        return cls(
+            repo=repo,
+            subject=subject,
+            fact=fact,
+            citations=citations,
+            reason=_text(data, "reason", required=False, limit=FACT_MAX),
+            category=_text(data, "category", required=False, limit=100),
+            tags=tuple(dict.fromkeys(t.strip() for t in tags)),
+            created_by=_text(data, "created_by", required=False, limit=200),
+        )
+
+    @classmethod
+    def build(
+        cls,
+        repo: str,
+        subject: str,
+        fact: str,
+        citations: Sequence[CitationRef | Mapping[str, Any]],
+        **optional: Any,
+    ) -> NewMemory:
+        """Keyword-friendly constructor for Python callers; validates like ``parse``."""
+        return cls.parse({"repo": repo, "subject": subject, "fact": fact,
+                          "citations": list(citations), **optional})

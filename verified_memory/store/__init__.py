@@ -1,0 +1,42 @@
+"""Memory stores behind the ``MemoryStore`` Protocol, and ``open_store`` to pick one."""
+
+from __future__ import annotations
+
+from verified_memory.config import Settings
+from verified_memory.errors import ValidationError
+from verified_memory.store.base import MemoryStore
+
+__all__ = ["MemoryStore", "open_store"]
+
+
+def open_store(url: str | None = None, settings: Settings | None = None) -> MemoryStore:
+    """Open the store a URL names: ``sqlite:///file``, a bare file path, ``:memory:``,
+    ``postgresql://…``; with no URL, Supabase when ``SUPABASE_URL`` and ``SUPABASE_KEY``
+    are set, else ``VMEM_DATABASE_URL``, else the default SQLite file."""
+    settings = settings or Settings.from_env()
+    if url is None and settings.supabase_url and settings.supabase_key:
+        from verified_memory.store.supabase import SupabaseStore
+
+        return SupabaseStore.from_settings(settings)
+    url = url or settings.database_url
+    if url.startswith(("postgresql://", "postgres://")):
+        from verified_memory.store.postgres import PostgresStore
+
+        return PostgresStore(url)
+    if url == ":memory:" or url == "memory://":
+        from verified_memory.store.memory import InMemoryStore
+
+        return InMemoryStore()
+    if url.startswith("sqlite:///"):
+        path = url.removeprefix("sqlite:///")
+        # sqlite:////abs/path and sqlite:///rel/path both work, as in SQLAlchemy
+    elif "://" in url:
+        raise ValidationError(
+            f"unsupported database URL scheme: {url.split('://', 1)[0]}:// "
+            "(use sqlite:///FILE or postgresql://…)"
+        )
+    else:
+        path = url
+    from verified_memory.store.sqlite import SQLiteStore
+
+    return SQLiteStore(path)

@@ -1,0 +1,87 @@
+"""The ``MemoryStore`` Protocol: where memories, citations and telemetry live.
+
+Every store (SQLite, Postgres, Supabase, the in-memory fake) implements this narrow
+interface and passes the same contract suite (``tests/contract/test_store.py``).
+Invariants every implementation keeps:
+
+- ``add``, ``supersede`` and ``apply`` are atomic: all of a call's rows and events are
+  written, or none are.
+- ``supersede`` succeeds only while the old memory is ``active``; otherwise it raises
+  ``Conflict`` and writes nothing, so two agents racing to supersede get one winner.
+- ``apply`` writes each transition only if its memory still has the expected status;
+  a skipped transition's events are not written either.
+- Telemetry is append-only.
+- Lower-layer errors are translated into ``verified_memory.errors``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from verified_memory.models import EventKind, Memory, RepoStats, Status, TelemetryEvent, Transition
+
+__all__ = ["MemoryStore"]
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    def add(self, memory: Memory, events: Sequence[TelemetryEvent] = ()) -> None:
+        """Insert a new memory with its citations (and events) atomically."""
+
+    def supersede(
+        self, old_id: str, new: Memory, events: Sequence[TelemetryEvent] = ()
+    ) -> None:
+        """Insert ``new`` (whose ``supersedes`` is ``old_id``) and retire the old memory.
+
+        Raises ``NotFound`` if the old memory does not exist and ``Conflict`` if it is
+        not active.
+        """
+
+    def apply(self, transitions: Sequence[Transition]) -> list[Memory | None]:
+        """Apply transitions in one transaction; ``None`` marks one that was skipped
+        because its memory was no longer in the expected status. Raises ``NotFound``
+        (and writes nothing) if a memory does not exist."""
+
+    def get(self, memory_id: str) -> Memory:
+        """The memory with this id; ``NotFound`` otherwise."""
+
+    def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
+        """Memories in the order asked; ``NotFound`` naming the first unknown id."""
+
+    def recent(
+        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE
+    ) -> list[Memory]:
+        """Most recently refreshed first; ``status=None`` means any status."""
+
+    def search(self, repo: str, query: str, *, limit: int = 20) -> list[Memory]:
+        """Active memories whose subject, fact or tags match ``query``, best first."""
+
+    def by_path(
+        self,
+        repo: str,
+        path: str,
+        *,
+        lines: tuple[int, int] | None = None,
+        limit: int = 50,
+    ) -> list[Memory]:
+        """Active memories citing ``path`` (overlapping ``lines`` when given)."""
+
+    def log(self, events: Sequence[TelemetryEvent]) -> None:
+        """Append telemetry events."""
+
+    def events(
+        self,
+        *,
+        repo: str | None = None,
+        memory_id: str | None = None,
+        kinds: Sequence[EventKind] | None = None,
+        limit: int | None = 1000,
+    ) -> list[TelemetryEvent]:
+        """Telemetry, oldest first."""
+
+    def stats(self, repo: str) -> RepoStats:
+        """Counts by status, by event kind, and of citations, for one repository."""
+
+    def close(self) -> None:
+        """Release connections. Safe to call twice."""
