@@ -550,7 +550,8 @@ class NewMemory:
         tags = data.get("tags") or ()
         if isinstance(tags, str) or not all(isinstance(t, str) and t.strip() for t in tags):
             raise ValidationError("tags must be a list of non-empty strings")
-        assert subject is not None and fact is not None
+        assert subject is not None
+        assert fact is not None
         return cls(
             repo=repo,
             subject=subject,

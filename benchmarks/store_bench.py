@@ -1,0 +1,193 @@
+"""Store and verification benchmark (a script, not a test): prints a markdown table.
+
+    python benchmarks/store_bench.py                 # 1k, 10k, 100k memories, SQLite
+    python benchmarks/store_bench.py --sizes 1000    # quicker
+    python benchmarks/store_bench.py --db postgresql://...   # the same on Postgres
+
+For each size N the store is filled with N memories (3 citations each) citing real code
+(this package's own source files, copied into a fresh git repository of 200 files),
+then timed: storing through the service (fingerprinting included), ``get_recent(50)``,
+``search_by_path``, ``search``; and two verification passes: 10,000 citations whose
+files did not change, and 1,000 citations whose lines moved (a header was inserted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import verified_memory
+from verified_memory import LocalGitSource, Memory, MemoryService, open_store
+from verified_memory.anchors.fingerprint import fingerprint_lines
+from verified_memory.models import Citation
+from verified_memory.store.base import MemoryStore
+
+REPO = "bench/app"
+FILES = 200
+WORDS = ("cache retry token session schema index route config parser timeout version "
+         "queue worker migration tenant export import review anchor").split()
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=bench", "-c",
+                           "user.email=bench@localhost", "-c", "commit.gpgsign=false", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def make_repo(root: Path) -> tuple[Path, dict[str, list[str]]]:
+    """200 files of real Python (this package's modules, cycled) in a new repository."""
+    sources = sorted(p for p in Path(verified_memory.__file__).parent.rglob("*.py")
+                     if len(p.read_text().splitlines()) > 60)
+    repo = root / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    files: dict[str, list[str]] = {}
+    for i in range(FILES):
+        src = sources[i % len(sources)]
+        path = f"pkg/mod{i:03d}/{src.name}"
+        target = repo / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = f"# module {i}\n" + src.read_text()
+        target.write_text(text)
+        files[path] = text.splitlines()
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "import")
+    return repo, files
+
+
+def citable(lines: list[str], rng: random.Random) -> tuple[int, int]:
+    while True:
+        start = rng.randrange(1, len(lines) - 5)
+        end = start + rng.randrange(0, 5)
+        if any(line.strip() for line in lines[start - 1:end]):
+            return start, end
+
+
+def fill(store: MemoryStore, n: int, files: dict[str, list[str]], commit: str,
+         blobs: dict[str, str], rng: random.Random) -> list[Memory]:
+    """N memories with precomputed fingerprints, added through the store."""
+    paths = list(files)
+    out = []
+    for i in range(n):
+        citations = []
+        for path in rng.sample(paths, 3):
+            start, end = citable(files[path], rng)
+            citations.append(Citation(path, start, end, commit, blobs[path],
+                                      fingerprint_lines(files[path], start, end)))
+        memory = Memory(id=str(uuid.uuid4()), repo=REPO,
+                        subject=f"{rng.choice(WORDS)} {rng.choice(WORDS)} convention {i}",
+                        fact=" ".join(rng.choices(WORDS, k=25)), citations=tuple(citations),
+                        tags=(rng.choice(WORDS),))
+        store.add(memory)
+        out.append(memory)
+    return out
+
+
+def p50(fn: Callable[[], object], runs: int = 200) -> float:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+
+
+@contextmanager
+def timer() -> Iterator[list[float]]:
+    box: list[float] = []
+    t = time.perf_counter()
+    yield box
+    box.append((time.perf_counter() - t) * 1000)
+
+
+def run(size: int, db: str | None, workdir: Path) -> dict[str, float]:
+    rng = random.Random(size)
+    repo, files = make_repo(workdir / f"n{size}")
+    source = LocalGitSource(repo)
+    commit = source.resolve("HEAD")
+    blobs = dict(source.tree(commit))
+    store = open_store(db or f"sqlite:///{workdir / f'n{size}.db'}")
+    service = MemoryService(store, source, actor="bench")
+    t = time.perf_counter()
+    memories = fill(store, size, files, commit, blobs, rng)
+    fill_s = time.perf_counter() - t
+    result: dict[str, float] = {"fill_s": fill_s}
+
+    paths = list(files)
+    stores = []
+    for _ in range(200):
+        path = rng.choice(paths)
+        start, end = citable(files[path], rng)
+        t = time.perf_counter()
+        service.store({"repo": REPO, "subject": "stored in the benchmark",
+                       "fact": "a fact", "citations": [
+                           {"path": path, "line_start": start, "line_end": end}]})
+        stores.append((time.perf_counter() - t) * 1000)
+    result["store_ms"] = statistics.median(stores)
+    result["recent_ms"] = p50(lambda: service.get_recent(REPO, 50))
+    result["recent_store_ms"] = p50(lambda: store.recent(REPO, limit=50))
+    result["by_path_ms"] = p50(lambda: service.search_by_path(
+        REPO, rng.choice(paths), (10, 40)))
+    result["search_ms"] = p50(lambda: service.search(REPO, f"{rng.choice(WORDS)} convention"))
+
+    # 10,000 unchanged citations: 3,334 memories x 3 (files untouched since).
+    unchanged = [m.id for m in memories[: min(len(memories), 3334)]]
+    with timer() as took:
+        report = service.verify(unchanged)
+    result["verify_unchanged_citations"] = sum(len(v.checks) for v in report.verifications)
+    result["verify_unchanged_ms"] = took[0]
+
+    # 1,000 citations whose lines moved: a header inserted at the top of every file.
+    for path, lines in files.items():
+        (repo / path).write_text("\n".join(["# moved", "# down", "", *lines]) + "\n")
+    git(repo, "commit", "-qam", "insert a header everywhere")
+    moved = [m.id for m in memories[-min(len(memories), 334):]]
+    with timer() as took:
+        report = service.verify(moved)
+    relocated = sum(1 for v in report.verifications for c in v.checks
+                    if c.outcome.value == "relocated")
+    result["verify_moved_citations"] = sum(len(v.checks) for v in report.verifications)
+    result["verify_moved_relocated"] = relocated
+    result["verify_moved_ms"] = took[0]
+    service.close()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--db", help="store URL (default: a new SQLite file per size)")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="vmem-bench-"))
+    rows = []
+    try:
+        for size in (int(s) for s in args.sizes.split(",")):
+            print(f"... {size} memories", file=sys.stderr)
+            rows.append((size, run(size, args.db, workdir)))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    backend = "Postgres" if args.db and args.db.startswith("postgres") else "SQLite"
+    print(f"| memories ({backend}) | store (p50) | get_recent(50) (p50; store only) "
+          "| search_by_path (p50) | search (p50) | verify unchanged | verify moved |")
+    print("|---|---|---|---|---|---|---|")
+    for size, r in rows:
+        print(f"| {size:,} | {r['store_ms']:.2f} ms | {r['recent_ms']:.2f} ms "
+              f"({r['recent_store_ms']:.2f} ms) | {r['by_path_ms']:.2f} ms "
+              f"| {r['search_ms']:.2f} ms "
+              f"| {int(r['verify_unchanged_citations']):,} citations in "
+              f"{r['verify_unchanged_ms']:.0f} ms "
+              f"| {int(r['verify_moved_relocated']):,}/{int(r['verify_moved_citations']):,} "
+              f"relocated in {r['verify_moved_ms']:.0f} ms |")
+
+
+if __name__ == "__main__":
+    main()

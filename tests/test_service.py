@@ -1,0 +1,373 @@
+"""MemoryService end to end: a real git repository and a real SQLite file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.gitrepo import GitRepo
+from verified_memory import (
+    Conflict,
+    Decision,
+    EventKind,
+    MemoryService,
+    NotFound,
+    Outcome,
+    SourceUnavailable,
+    Status,
+    ValidationError,
+)
+from verified_memory.sources.base import git_blob_sha
+from verified_memory.sources.local_git import LocalGitSource
+from verified_memory.sources.worktree import WorktreeSource
+from verified_memory.store.sqlite import SQLiteStore
+
+REPO = "acme/app"
+CONFIG = """\
+API_VERSION = "2024-06"
+TIMEOUT = 30
+
+
+def client_headers():
+    return {"X-Api-Version": API_VERSION}
+"""
+ROUTES = """\
+package routes
+
+const apiVersion = "2024-06"
+
+func Register() {
+\tmux.Handle("/v1", handler)
+}
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    repo = GitRepo(tmp_path / "repo")
+    repo.write("src/config.py", CONFIG)
+    repo.write("server/routes.go", ROUTES)
+    repo.write("logo.png", b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    repo.write("latin1.txt", "caf\xe9\n".encode("latin-1"))
+    repo.commit("initial")
+    return repo
+
+
+@pytest.fixture
+def service(repo: GitRepo, tmp_path: Path) -> Iterator[MemoryService]:
+    with MemoryService(SQLiteStore(tmp_path / "mem.db"), LocalGitSource(repo.path),
+                       actor="tester") as svc:
+        yield svc
+
+
+def memory_input(**overrides: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "repo": REPO,
+        "subject": "API version synchronization",
+        "fact": "The API version must match between the client config and the server routes.",
+        "citations": [
+            {"path": "src/config.py", "line_start": 1, "line_end": 1},
+            {"path": "server/routes.go", "line_start": 3, "line_end": 3},
+        ],
+        "reason": "Prevents integration breakage when the version is bumped.",
+        "created_by": "coding-agent",
+    }
+    data.update(overrides)
+    return data
+
+
+def kinds(service: MemoryService, memory_id: str) -> list[str]:
+    return [e.kind.value for e in service.memories.events(memory_id=memory_id)]
+
+
+# ---------------------------------------------------------------------------- store
+
+
+def test_store_fingerprints_citations(service: MemoryService, repo: GitRepo) -> None:
+    memory = service.store(memory_input())
+    assert memory.status is Status.ACTIVE
+    assert memory.created_by == "coding-agent"
+    first = memory.citations[0]
+    assert first.sha == repo.head
+    assert first.blob_sha == git_blob_sha(CONFIG.encode())
+    assert len(first.fingerprint.line_hashes) == 1
+    assert len(first.snippet_hash) == 16
+    assert service.memories.get(memory.id) == memory
+    assert kinds(service, memory.id) == ["created"]
+
+
+def test_store_pins_each_citation_to_its_own_sha(service: MemoryService, repo: GitRepo) -> None:
+    old = repo.head
+    repo.write("src/config.py", "# moved\n" + CONFIG)
+    repo.commit("header")
+    memory = service.store(memory_input(citations=[
+        {"path": "src/config.py", "line_start": 1, "line_end": 1, "sha": old}]))
+    assert memory.citations[0].sha == old
+    # At HEAD the line moved one down: verification follows it.
+    report = service.verify([memory.id])
+    (check,) = report.verifications[0].checks
+    assert check.outcome is Outcome.RELOCATED
+    assert str(check.location) == "src/config.py:2"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"repo": "not-a-repo"}, "repo must be 'owner/name'"),
+        ({"repo": "a/b/c"}, "repo must be 'owner/name'"),
+        ({"subject": "  "}, "subject must not be empty"),
+        ({"fact": ""}, "fact must not be empty"),
+        ({"fact": None}, "fact is required"),
+        ({"subject": "x" * 201}, "subject is 201 characters long; the limit is 200"),
+        ({"citations": []}, "at least one citation"),
+        ({"citations": [{"path": "/etc/passwd", "line_start": 1, "line_end": 1}]},
+         "must be relative"),
+        ({"citations": [{"path": "../outside.py", "line_start": 1, "line_end": 1}]},
+         "'..' found"),
+        ({"citations": [{"path": "src/config.py", "line_start": 0, "line_end": 1}]},
+         "line_start must be 1 or more"),
+        ({"citations": [{"path": "src/config.py", "line_start": 3, "line_end": 2}]},
+         "line_end (2) is before line_start (3)"),
+        ({"citations": [{"path": "src/config.py", "line_start": 5, "line_end": 90}]},
+         "past the end of src/config.py, which has 6 lines"),
+        ({"citations": [{"path": "src/nope.py", "line_start": 1, "line_end": 1}]},
+         "src/nope.py does not exist at HEAD"),
+        ({"citations": [{"path": "logo.png", "line_start": 1, "line_end": 1}]},
+         "binary or not UTF-8"),
+        ({"citations": [{"path": "latin1.txt", "line_start": 1, "line_end": 1}]},
+         "binary or not UTF-8"),
+        ({"citations": [{"path": "src/config.py", "line_start": 3, "line_end": 3}]},
+         "only blank lines"),
+        ({"citations": [{"path": "src/config.py", "line_start": "one", "line_end": 1}]},
+         "line_start must be a whole number"),
+        ({"colour": "red"}, "unknown field(s) in memory: colour"),
+    ],
+)
+def test_bad_input_is_refused_and_nothing_is_written(
+        service: MemoryService, overrides: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        service.store(memory_input(**overrides))
+    assert message in str(info.value)
+    assert service.memories.recent(REPO, status=None) == []
+    assert service.memories.events(repo=REPO) == []
+
+
+def test_unknown_ref_is_a_clear_error(service: MemoryService) -> None:
+    with pytest.raises(NotFound, match="no-such-branch"):
+        service.store(memory_input(), ref="no-such-branch")
+    assert service.memories.recent(REPO, status=None) == []
+
+
+def test_second_citation_failing_writes_nothing(service: MemoryService) -> None:
+    bad = memory_input()
+    bad["citations"].append({"path": "server/routes.go", "line_start": 1, "line_end": 99})
+    with pytest.raises(ValidationError, match=r"citations\[2\]"):
+        service.store(bad)
+    assert service.memories.recent(REPO, status=None) == []
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def test_get_recent_search_and_by_path(service: MemoryService) -> None:
+    a = service.store(memory_input())
+    b = service.store(memory_input(subject="Request timeout", fact="Clients time out after "
+                                   "30 seconds.", citations=[
+                                       {"path": "src/config.py", "line_start": 2,
+                                        "line_end": 2}], tags=["http"]))
+    assert [m.id for m in service.get_recent(REPO)] == [b.id, a.id]
+    assert [m.id for m in service.get_recent(REPO, limit=1)] == [b.id]
+    assert [m.id for m in service.search(REPO, "timeout")] == [b.id]
+    assert [m.id for m in service.search(REPO, "http")] == [b.id]
+    assert service.search(REPO, "nothing-like-this") == []
+    assert {m.id for m in service.search_by_path(REPO, "src/config.py")} == {a.id, b.id}
+    assert [m.id for m in service.search_by_path(REPO, "src/config.py", (2, 4))] == [b.id]
+    assert [m.id for m in service.search_by_path(REPO, "./server//routes.go")] == [a.id]
+    assert service.get_recent("other/repo") == []
+    assert kinds(service, b.id).count("retrieved") == 6
+
+
+def test_get_unknown_id(service: MemoryService) -> None:
+    with pytest.raises(NotFound):
+        service.get("00000000-0000-0000-0000-000000000000")
+    with pytest.raises(ValidationError, match="limit"):
+        service.get_recent(REPO, limit=0)
+
+
+# ---------------------------------------------------------------------------- lifecycle
+
+
+def test_refresh_invalidate_and_applied(service: MemoryService) -> None:
+    memory = service.store(memory_input())
+    refreshed = service.refresh(memory.id)
+    assert refreshed.refreshed_at > memory.refreshed_at
+    applied = service.log_applied(memory.id)
+    assert applied.applied_count == 1
+    with pytest.raises(ValidationError, match="reason"):
+        service.invalidate(memory.id, " ")
+    gone = service.invalidate(memory.id, "routes moved to v2")
+    assert (gone.status, gone.invalid_reason) == (Status.INVALID, "routes moved to v2")
+    with pytest.raises(Conflict, match="invalid"):
+        service.invalidate(memory.id, "again")
+    with pytest.raises(Conflict):
+        service.refresh(memory.id)
+    assert kinds(service, memory.id) == ["created", "refreshed", "applied", "invalidated"]
+    assert service.get_recent(REPO) == []
+
+
+def test_supersede_chain_and_conflicts(service: MemoryService) -> None:
+    old = service.store(memory_input())
+    new = service.supersede(old.id, {"subject": "API version (corrected)",
+                                     "fact": "Only the server routes carry the version.",
+                                     "citations": [{"path": "server/routes.go",
+                                                    "line_start": 3, "line_end": 3}]})
+    assert new.supersedes == old.id and new.repo == REPO
+    assert service.memories.get(old.id).status is Status.SUPERSEDED
+    assert service.memories.get(old.id).superseded_by == new.id
+    assert [m.id for m in service.history(old.id)] == [old.id, new.id]
+    assert [m.id for m in service.history(new.id)] == [old.id, new.id]
+    with pytest.raises(Conflict, match="superseded"):
+        service.supersede(old.id, memory_input())
+    service.invalidate(new.id, "wrong")
+    with pytest.raises(Conflict, match="invalid"):
+        service.supersede(new.id, memory_input())
+    with pytest.raises(NotFound):
+        service.supersede("00000000-0000-0000-0000-000000000000", memory_input())
+    with pytest.raises(ValidationError, match="differs"):
+        newer = service.store(memory_input())
+        service.supersede(newer.id, memory_input(repo="other/repo"))
+    assert "superseded" in kinds(service, old.id)
+
+
+# ---------------------------------------------------------------------------- verify
+
+
+def test_verify_refreshes_relocates_and_invalidates(service: MemoryService,
+                                                    repo: GitRepo) -> None:
+    version = service.store(memory_input())
+    timeout = service.store(memory_input(subject="Timeout", fact="30 seconds", citations=[
+        {"path": "src/config.py", "line_start": 2, "line_end": 2}]))
+    headers = service.store(memory_input(subject="Headers", fact="send the version",
+                                         citations=[{"path": "src/config.py",
+                                                     "line_start": 5, "line_end": 6}]))
+    repo.write("src/config.py", '"""Config."""\n\n' + CONFIG.replace("TIMEOUT = 30",
+                                                                     "TIMEOUT = 60"))
+    repo.commit("bump timeout")
+    report = service.verify(repo=REPO)
+    decisions = {v.memory.id: v.decision for v in report.verifications}
+    assert decisions == {version.id: Decision.REFRESH, timeout.id: Decision.INVALIDATE,
+                         headers.id: Decision.REFRESH}
+    moved = service.memories.get(headers.id)
+    assert (moved.citations[0].line_start, moved.citations[0].line_end) == (7, 8)
+    assert moved.citations[0].sha == repo.head
+    assert moved.citations[0].fingerprint == headers.citations[0].fingerprint
+    assert moved.verification_count == 1 and moved.verified_commit == repo.head
+    relocated = service.memories.events(memory_id=headers.id, kinds=[EventKind.RELOCATED])
+    assert relocated[0].detail["old"] == "src/config.py:5-6"
+    assert relocated[0].detail["new"] == "src/config.py:7-8"
+    broken = service.memories.get(timeout.id)
+    assert broken.status is Status.INVALID
+    assert broken.invalid_reason is not None and "src/config.py:2 missing" in broken.invalid_reason
+    assert kinds(service, timeout.id)[-2:] == ["verified_invalid", "invalidated"]
+    assert kinds(service, version.id)[-3:] == ["verified_valid", "relocated", "refreshed"]
+    # A second pass: the unchanged blob now short-circuits at step 1.
+    again = service.verify(repo=REPO)
+    assert [c.step for v in again.verifications for c in v.checks] == [1, 1, 1]
+
+
+def test_verify_dry_run_changes_nothing(service: MemoryService, repo: GitRepo) -> None:
+    memory = service.store(memory_input())
+    repo.write("src/config.py", CONFIG.replace("2024-06", "2025-01"))
+    repo.commit("bump")
+    report = service.verify([memory.id], apply=False)
+    assert report.verifications[0].decision is Decision.INVALIDATE
+    assert service.memories.get(memory.id).status is Status.ACTIVE
+    assert kinds(service, memory.id) == ["created", "verified_invalid"]
+
+
+def test_unverifiable_never_invalidates(service: MemoryService, repo: GitRepo,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = service.store(memory_input())
+    repo.write("src/config.py", "# moved\n" + CONFIG)
+    repo.commit("move")
+    source = service.source_for(REPO)
+
+    def down(sha: str) -> bytes:
+        raise SourceUnavailable("network down")
+
+    monkeypatch.setattr(source, "read_blob", down)
+    report = service.verify(repo=REPO)
+    assert report.verifications[0].decision is Decision.UNVERIFIED
+    after = service.memories.get(memory.id)
+    assert after.status is Status.ACTIVE and after.verification_count == 0
+    assert kinds(service, memory.id)[-1] == "unverifiable"
+    assert service.context(REPO).memories == ()
+
+
+def test_verify_needs_ids_or_repo_and_known_ref(service: MemoryService) -> None:
+    with pytest.raises(ValidationError):
+        service.verify()
+    memory = service.store(memory_input())
+    with pytest.raises(NotFound):
+        service.verify([memory.id], ref="v99")
+    with pytest.raises(NotFound):
+        service.verify(["00000000-0000-0000-0000-000000000000"])
+
+
+def test_worktree_verification_sees_uncommitted_edits(repo: GitRepo, tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "wt.db")
+    with MemoryService(store, LocalGitSource(repo.path)) as committed:
+        memory = committed.store(memory_input())
+    (repo.path / "src/config.py").write_text(CONFIG.replace("2024-06", "2099-01"))
+    with MemoryService(SQLiteStore(tmp_path / "wt.db"), WorktreeSource(repo.path)) as wt:
+        report = wt.verify([memory.id], apply=False)
+        assert report.verifications[0].decision is Decision.INVALIDATE
+    with MemoryService(SQLiteStore(tmp_path / "wt.db"), LocalGitSource(repo.path)) as head:
+        assert head.verify([memory.id]).verifications[0].decision is Decision.REFRESH
+
+
+def test_context_injects_only_memories_that_hold(service: MemoryService, repo: GitRepo) -> None:
+    keep = service.store(memory_input())
+    drop = service.store(memory_input(subject="Timeout", fact="30 seconds", citations=[
+        {"path": "src/config.py", "line_start": 2, "line_end": 2}]))
+    repo.write("src/config.py", CONFIG.replace("TIMEOUT = 30", "TIMEOUT = 5"))
+    repo.commit("timeout")
+    context = service.context(REPO)
+    assert [m.id for m in context.memories] == [keep.id]
+    assert keep.id in context.markdown and drop.id not in context.markdown
+    assert "API version synchronization" in context.markdown
+    assert [v.memory.id for v in context.left_out] == [drop.id]
+    assert context.revision == repo.head
+
+
+def test_verify_citations_and_read_citation(service: MemoryService, repo: GitRepo) -> None:
+    first = repo.head
+    repo.write("src/config.py", "# header\n" + CONFIG)
+    repo.commit("header")
+    checks = service.verify_citations(REPO, [
+        {"path": "src/config.py", "line_start": 1, "line_end": 2, "sha": first},
+        {"path": "server/routes.go", "line_start": 3, "line_end": 3},
+    ])
+    assert [c.outcome for c in checks] == [Outcome.RELOCATED, Outcome.VALID]
+    assert str(checks[0].location) == "src/config.py:2-3"
+    assert service.read_citation(REPO, "src/config.py", (2, 3)) == 'API_VERSION = "2024-06"\nTIMEOUT = 30'
+    with pytest.raises(ValidationError, match="past the end"):
+        service.read_citation(REPO, "src/config.py", (1, 100))
+
+
+def test_stats(service: MemoryService, repo: GitRepo) -> None:
+    a = service.store(memory_input())
+    service.store(memory_input(subject="Timeout", fact="30", citations=[
+        {"path": "src/config.py", "line_start": 2, "line_end": 2}]))
+    repo.write("src/config.py", CONFIG.replace("TIMEOUT = 30", "TIMEOUT = 5"))
+    repo.commit("timeout")
+    service.verify(repo=REPO)
+    service.log_applied(a.id)
+    stats = service.stats(REPO)
+    assert stats.by_status["active"] == 1 and stats.by_status["invalid"] == 1
+    assert stats.events["created"] == 2 and stats.events["applied"] == 1
+    assert stats.invalidation_rate == pytest.approx(0.5)
+    assert stats.citations == 2

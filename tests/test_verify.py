@@ -1,0 +1,207 @@
+"""The verification ladder on real git histories: every outcome, every step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.gitrepo import GitRepo
+from verified_memory.anchors.fingerprint import fingerprint_lines
+from verified_memory.errors import SourceUnavailable
+from verified_memory.models import Citation, Decision, Location, Outcome
+from verified_memory.sources.local_git import LocalGitSource
+from verified_memory.verify.decision import decide
+from verified_memory.verify.ladder import Verifier
+
+BODY = """\
+import os
+
+
+def load(path):
+    with open(path) as fh:
+        data = fh.read()
+    return data.strip()
+
+
+def save(path, data):
+    with open(path, "w") as fh:
+        fh.write(data)
+"""
+
+
+def cite(repo: GitRepo, source: LocalGitSource, path: str, start: int, end: int) -> Citation:
+    """A citation fingerprinted at HEAD, as the service would make it."""
+    commit = source.resolve("HEAD")
+    blob = source.tree(commit)[path]
+    lines = source.read_blob(blob).decode().splitlines()
+    return Citation(path, start, end, commit, blob, fingerprint_lines(lines, start, end))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    repo = GitRepo(tmp_path / "repo")
+    repo.write("app/io.py", BODY)
+    repo.write("README.md", "# demo\n")
+    repo.commit("initial")
+    return repo
+
+
+@pytest.fixture
+def source(repo: GitRepo) -> LocalGitSource:
+    with LocalGitSource(repo.path) as src:
+        yield src
+
+
+def check(source: LocalGitSource, citation: Citation) -> tuple[Outcome, Location | None, int]:
+    verifier = Verifier(source)
+    (result,) = verifier.check([citation], source.resolve("HEAD"))
+    return result.outcome, result.location, result.step
+
+
+def test_unchanged_file_is_valid_without_reading(repo: GitRepo, source: LocalGitSource,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    c = cite(repo, source, "app/io.py", 4, 7)
+    repo.write("README.md", "# demo, edited\n")
+    repo.commit("unrelated")
+    reads: list[str] = []
+    real = source.read_blob
+    monkeypatch.setattr(source, "read_blob", lambda sha: reads.append(sha) or real(sha))
+    assert check(source, c) == (Outcome.VALID, Location("app/io.py", 4, 7), 1)
+    assert reads == []  # step 1: equal blob shas, no content read
+
+
+def test_edit_elsewhere_in_file_keeps_same_place_valid(repo: GitRepo,
+                                                       source: LocalGitSource) -> None:
+    c = cite(repo, source, "app/io.py", 4, 7)
+    repo.write("app/io.py", BODY.replace('fh.write(data)', 'fh.write(data + "\\n")'))
+    repo.commit("edit save")
+    assert check(source, c) == (Outcome.VALID, Location("app/io.py", 4, 7), 2)
+
+
+def test_whitespace_only_change_is_not_a_change(repo: GitRepo, source: LocalGitSource) -> None:
+    c = cite(repo, source, "app/io.py", 4, 7)
+    repo.write("app/io.py", BODY.replace("    return data.strip()", "    return  data.strip()   ")
+               .replace("\n", "\r\n"))
+    repo.commit("reformat")
+    assert check(source, c)[:2] == (Outcome.VALID, Location("app/io.py", 4, 7))
+
+
+def test_lines_inserted_above_relocate(repo: GitRepo, source: LocalGitSource) -> None:
+    c = cite(repo, source, "app/io.py", 4, 7)
+    repo.write("app/io.py", "# header\n# more\n" + BODY)
+    repo.commit("header")
+    assert check(source, c) == (Outcome.RELOCATED, Location("app/io.py", 6, 9), 3)
+
+
+def test_function_moved_below_relocates(repo: GitRepo, source: LocalGitSource) -> None:
+    c = cite(repo, source, "app/io.py", 4, 7)
+    load, save = BODY.split("\n\n\n")[1], BODY.split("\n\n\n")[2]
+    repo.write("app/io.py", f"import os\n\n\n{save}\n\n{load}\n")
+    repo.commit("reorder")
+    outcome, place, _ = check(source, c)
+    assert outcome is Outcome.RELOCATED
+    assert place is not None
+    new_lines = (repo.path / "app/io.py").read_text().splitlines()
+    assert new_lines[place.line_start - 1] == "def load(path):"
+    assert new_lines[place.line_end - 1] == "    return data.strip()"
+
+
+def test_blank_line_inside_the_range_relocates_with_the_range_grown(
+        repo: GitRepo, source: LocalGitSource) -> None:
+    c = cite(repo, source, "app/io.py", 4, 7)
+    repo.write("app/io.py", BODY.replace("        data = fh.read()\n",
+                                         "        data = fh.read()\n\n"))
+    repo.commit("blank line")
+    assert check(source, c)[:2] == (Outcome.RELOCATED, Location("app/io.py", 4, 8))
+
+
+def test_body_edit_is_changed_with_similarity(repo: GitRepo, source: LocalGitSource) -> None:
+    c = cite(repo, source, "app/io.py", 4, 7)
+    repo.write("app/io.py", BODY.replace("return data.strip()", "return data"))
+    repo.commit("edit load")
+    verifier = Verifier(source)
+    (result,) = verifier.check([c], source.resolve("HEAD"))
+    assert result.outcome is Outcome.CHANGED
+    assert result.similarity == pytest.approx(0.75)
+    assert result.location == Location("app/io.py", 4, 7)
+
+
+def test_code_deleted_is_missing(repo: GitRepo, source: LocalGitSource) -> None:
+    c = cite(repo, source, "app/io.py", 4, 7)
+    repo.write("app/io.py", "import os\n\n\ndef other():\n    pass\n")
+    repo.commit("rewrite")
+    assert check(source, c)[0] is Outcome.MISSING
+
+
+def test_file_deleted_is_missing(repo: GitRepo, source: LocalGitSource) -> None:
+    c = cite(repo, source, "app/io.py", 4, 7)
+    repo.remove("app/io.py")
+    repo.commit("delete")
+    outcome, place, step = check(source, c)
+    assert (outcome, place, step) == (Outcome.MISSING, None, 5)
+
+
+def test_file_turned_binary_is_missing(repo: GitRepo, source: LocalGitSource) -> None:
+    c = cite(repo, source, "app/io.py", 4, 7)
+    repo.write("app/io.py", b"\x00\x01binary")
+    repo.commit("binary")
+    assert check(source, c)[0] is Outcome.MISSING
+
+
+def test_duplicate_snippet_takes_nearest_and_reports_ambiguity(
+        repo: GitRepo, source: LocalGitSource) -> None:
+    c = cite(repo, source, "app/io.py", 11, 12)  # with open(path, "w") ... fh.write(data)
+    load, save = BODY.split("\n\n\n")[1], BODY.split("\n\n\n")[2]
+    repo.write("app/io.py", f"import os\n\n\n{save}\n{load}\n\n{save}")
+    repo.commit("duplicate")
+    (result,) = Verifier(source).check([c], source.resolve("HEAD"))
+    assert result.outcome is Outcome.RELOCATED
+    assert result.ambiguous
+    # the two occurrences start at lines 5 and 14; 14 is nearer the old line 11
+    assert result.location == Location("app/io.py", 14, 15)
+
+
+def test_source_failure_is_unverifiable_never_a_verdict(repo: GitRepo,
+                                                        source: LocalGitSource,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    c = cite(repo, source, "app/io.py", 4, 7)
+    repo.write("app/io.py", "# header\n" + BODY)
+    repo.commit("header")
+
+    def broken(sha: str) -> bytes:
+        raise SourceUnavailable("git died")
+
+    monkeypatch.setattr(source, "read_blob", broken)
+    (result,) = Verifier(source).check([c], source.resolve("HEAD"))
+    assert result.outcome is Outcome.UNVERIFIABLE
+    assert "git died" in result.detail
+    assert decide([result]) == (Decision.UNVERIFIED, f"{c.location} unverifiable "
+                                f"({result.detail})")
+
+
+def test_each_blob_is_read_once_per_run(repo: GitRepo, source: LocalGitSource,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    citations = [cite(repo, source, "app/io.py", s, e) for s, e in [(4, 7), (10, 12), (1, 1)]]
+    repo.write("app/io.py", "# header\n" + BODY)
+    repo.commit("header")
+    reads: list[str] = []
+    real = source.read_blob
+    monkeypatch.setattr(source, "read_blob", lambda sha: reads.append(sha) or real(sha))
+    results = Verifier(source).check(citations, source.resolve("HEAD"))
+    assert [r.outcome for r in results] == [Outcome.RELOCATED] * 3
+    assert len(reads) == 1
+
+
+def test_decision_names_broken_citations_and_verdict_beats_unreadable(
+        repo: GitRepo, source: LocalGitSource) -> None:
+    ok = cite(repo, source, "app/io.py", 10, 12)
+    gone = cite(repo, source, "app/io.py", 4, 7)
+    repo.write("app/io.py", BODY.split("\n\n\n")[0] + "\n\n\n" + BODY.split("\n\n\n")[2])
+    repo.commit("drop load")
+    checks = Verifier(source).check([ok, gone], source.resolve("HEAD"))
+    assert [c.outcome for c in checks] == [Outcome.RELOCATED, Outcome.MISSING]
+    decision, reason = decide(checks)
+    assert decision is Decision.INVALIDATE
+    assert reason is not None and "app/io.py:4-7 missing" in reason
+    assert "10-12" not in reason

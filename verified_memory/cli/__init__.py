@@ -1,0 +1,458 @@
+"""``vmem``: the command line. Thin: parse, build library objects, call one method,
+print, and turn our errors into one clear line and an exit code.
+
+Exit codes: 0 success; 1 an error this tool reports (bad input, unknown id, conflict,
+code or store unavailable); 2 a usage error (unknown option, missing argument).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from verified_memory.cli.render import Output
+from verified_memory.errors import SourceUnavailable, ValidationError, VerifiedMemoryError
+from verified_memory.models import CitationRef, Decision, NewMemory, parse_citation
+from verified_memory.service import MemoryService
+
+__all__ = ["main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fail(message: str) -> NoReturn:
+    click.echo(f"vmem: error: {message}", err=True)
+    sys.exit(1)
+
+
+class Env:
+    """What every command needs: where memories are, and where the code is."""
+
+    def __init__(self, db: str | None, directory: Path, as_json: bool = False) -> None:
+        self.db = db
+        self.directory = directory
+        self.out = Output(as_json)
+        self._working_copy: Path | None | bool = False
+
+    @property
+    def working_copy(self) -> Path | None:
+        if self._working_copy is False:
+            from verified_memory.sources.discovery import find_working_copy
+
+            self._working_copy = find_working_copy(self.directory)
+        assert self._working_copy is not True
+        return self._working_copy
+
+    def repo(self, given: str | None) -> str:
+        if given:
+            return given
+        from verified_memory.sources.discovery import repo_from_remote
+
+        wc = self.working_copy
+        repo = repo_from_remote(wc) if wc else None
+        if repo is None:
+            where = f"{wc} has no origin remote" if wc else f"{self.directory} is not inside a git working copy"
+            raise ValidationError(f"no --repo given and {where}: pass --repo owner/name")
+        return repo
+
+    def service(self, *, worktree: bool = False) -> MemoryService:
+        from verified_memory.config import Settings
+        from verified_memory.store import open_store
+
+        settings = Settings.from_env()
+        sources: dict[str, Any] = {}
+
+        def source_for(repo: str) -> Any:
+            if repo not in sources:
+                sources[repo] = self._source(repo, worktree, settings)
+            return sources[repo]
+
+        return MemoryService(open_store(self.db, settings), source_for, actor=settings.actor,
+                             locator=_default_locator())
+
+    def _source(self, repo: str, worktree: bool, settings: Any) -> Any:
+        wc = self.working_copy
+        if wc is not None:
+            from verified_memory.sources.local_git import LocalGitSource
+            from verified_memory.sources.worktree import WorktreeSource
+
+            return WorktreeSource(wc) if worktree else LocalGitSource(wc)
+        if settings.github_token:
+            from verified_memory.sources.github import GitHubSource
+
+            return GitHubSource.from_settings(repo, settings)
+        raise SourceUnavailable(
+            f"cannot read the code of {repo}: run inside its working copy, pass -C DIR, "
+            "or set GITHUB_TOKEN to read it from GitHub")
+
+
+def _default_locator() -> Any:
+    try:
+        from verified_memory.verify.anchored import AnchorLocator
+    except ImportError:
+        return None
+    return AnchorLocator()
+
+
+@contextmanager
+def running(env: Env, *, worktree: bool = False) -> Iterator[MemoryService]:
+    service = env.service(worktree=worktree)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+def common(f: F) -> F:
+    """--repo and --json, shared by the commands that act on one repository."""
+    f = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")(f)
+    return click.option("--repo", metavar="OWNER/NAME",
+                        help="Repository (default: the origin remote of the working copy).")(f)
+
+
+def code_options(f: F) -> F:
+    f = click.option("--worktree", is_flag=True,
+                     help="Read files on disk, including uncommitted changes, instead of REF.")(f)
+    return click.option("--ref", default="HEAD", show_default=True,
+                        help="Commit, branch or tag to check the code at.")(f)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--db", envvar="VMEM_DATABASE_URL", metavar="URL",
+              help="Memory store: sqlite:///FILE, a file path, or postgresql://... "
+                   "[env VMEM_DATABASE_URL; default: a SQLite file in your data directory]")
+@click.option("-C", "directory", type=click.Path(file_okay=False, path_type=Path), default=".",
+              help="Run as if started in DIR (the working copy code is read from).")
+@click.version_option(package_name="verified-memory")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None, directory: Path) -> None:
+    """Verified memory for coding agents: facts about a codebase that cite its code,
+    checked against the code as it is now before they are used."""
+    ctx.obj = Env(db, directory.resolve())
+
+
+pass_env = click.make_pass_decorator(Env)
+
+
+def _memory_input(input_file: str | None, repo: str | None, env: Env,
+                  flags: dict[str, Any], cites: tuple[str, ...]) -> NewMemory:
+    if input_file is not None or (not flags.get("subject") and not cites
+                                  and not sys.stdin.isatty()):
+        text = click.open_file(input_file or "-", encoding="utf-8").read()
+        if not text.strip():
+            raise ValidationError("no memory given: pass --subject, --fact and --cite, "
+                                  "or a JSON memory on stdin")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"stdin is not valid JSON: {exc.msg} at line {exc.lineno} "
+                                  f"column {exc.colno}") from exc
+        if isinstance(data, dict) and "repo" not in data:
+            data["repo"] = env.repo(repo)
+        return NewMemory.parse(data)
+    data = {k: v for k, v in flags.items() if v not in (None, ())}
+    data["tags"] = list(flags.get("tags") or ())
+    data["citations"] = [_parse_cite(c, f"--cite {c}") for c in cites]
+    data["repo"] = env.repo(repo)
+    return NewMemory.parse(data)
+
+
+def _parse_cite(text: str, where: str) -> CitationRef:
+    """PATH:START[-END][@SHA] as typed on a command line."""
+    sha = None
+    if "@" in text:
+        text, sha = text.rsplit("@", 1)
+    path, sep, lines = text.rpartition(":")
+    if not sep:
+        raise ValidationError(f"{where}: expected PATH:START-END")
+    start, _, end = lines.partition("-")
+    return parse_citation({"path": path, "line_start": start, "line_end": end or start,
+                           "sha": sha}, where)
+
+
+def memory_options(f: F) -> F:
+    for option in reversed([
+        click.option("--subject", help="Brief topic (at most 200 characters)."),
+        click.option("--fact", help="The convention or invariant learned."),
+        click.option("--cite", "cites", multiple=True, metavar="PATH:START-END[@SHA]",
+                     help="Code that supports the fact (repeatable)."),
+        click.option("--reason", help="Why it matters: what it prevents."),
+        click.option("--category", help="A category, e.g. convention, invariant."),
+        click.option("--tag", "tags", multiple=True, help="A tag (repeatable)."),
+        click.option("--created-by", help="Agent or person storing it."),
+        click.option("--input", "input_file", metavar="FILE",
+                     help="Read a JSON memory from FILE ('-' for stdin). Also read from "
+                          "stdin when no --subject or --cite is given and stdin is a pipe."),
+    ]):
+        f = option(f)
+    return f
+
+
+@cli.command()
+@common
+@memory_options
+@click.option("--ref", default="HEAD", show_default=True,
+              help="Commit the citations are fingerprinted at (unless a citation has its own sha).")
+@click.option("--worktree", is_flag=True, help="Fingerprint the files on disk (uncommitted).")
+@pass_env
+def store(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
+          input_file: str | None, cites: tuple[str, ...], **flags: Any) -> None:
+    """Store a memory: a subject, a fact and citations to the code that supports it.
+
+    \b
+    vmem store --subject "API version" --fact "..." --cite src/api.py:10-14
+    echo '{"repo": "o/r", "subject": ..., "citations": [...]}' | vmem store
+    """
+    env.out = Output(as_json)
+    new = _memory_input(input_file, repo, env, flags, cites)
+    with running(env, worktree=worktree) as service:
+        memory = service.store(new, ref=ref)
+    if as_json:
+        env.out.json(memory.to_dict())
+    else:
+        env.out.out.print(f"stored {memory.id} ({len(memory.citations)} citation"
+                          f"{'s' if len(memory.citations) != 1 else ''})", markup=False)
+
+
+@cli.command()
+@click.argument("old_id")
+@common
+@memory_options
+@click.option("--ref", default="HEAD", show_default=True, help="Commit to fingerprint at.")
+@pass_env
+def supersede(env: Env, old_id: str, repo: str | None, as_json: bool, ref: str,
+              input_file: str | None, cites: tuple[str, ...], **flags: Any) -> None:
+    """Replace an active memory with a corrected one (atomically)."""
+    env.out = Output(as_json)
+    with running(env) as service:
+        old = service.memories.get(old_id)
+        new = _memory_input(input_file, repo or old.repo, env, flags, cites)
+        memory = service.supersede(old_id, new, ref=ref)
+    if as_json:
+        env.out.json(memory.to_dict())
+    else:
+        env.out.out.print(f"stored {memory.id}, superseding {old_id}", markup=False)
+
+
+@cli.command()
+@common
+@click.option("--limit", default=50, show_default=True, help="How many memories.")
+@pass_env
+def recent(env: Env, repo: str | None, as_json: bool, limit: int) -> None:
+    """Active memories, most recently refreshed first (not verified: see `context`)."""
+    env.out = Output(as_json)
+    name = env.repo(repo)
+    with running(env) as service:
+        env.out.memories(service.get_recent(name, limit=limit), title=f"recent in {name}")
+
+
+@cli.command()
+@click.argument("memory_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+@pass_env
+def show(env: Env, memory_id: str, as_json: bool) -> None:
+    """Show one memory with its citations."""
+    env.out = Output(as_json)
+    with running(env) as service:
+        env.out.memory(service.get(memory_id))
+
+
+@cli.command()
+@click.argument("query", required=False, default="")
+@common
+@click.option("--path", metavar="PATH[:START-END]",
+              help="Memories citing this file (and these lines) instead of a text query.")
+@click.option("--limit", default=20, show_default=True)
+@pass_env
+def search(env: Env, query: str, repo: str | None, as_json: bool, path: str | None,
+           limit: int) -> None:
+    """Search memories by text (subject, fact, tags) or by the file they cite."""
+    env.out = Output(as_json)
+    name = env.repo(repo)
+    if not query and not path:
+        raise click.UsageError("give a QUERY or --path")
+    with running(env) as service:
+        if path:
+            lines = None
+            if ":" in path:
+                cite = _parse_cite(path, f"--path {path}")
+                path, lines = cite.path, (cite.line_start, cite.line_end)
+            found = service.search_by_path(name, path, lines, limit=limit)
+        else:
+            found = service.search(name, query, limit=limit)
+        env.out.memories(found, title=f"matches in {name}")
+
+
+@cli.command()
+@click.argument("ids", nargs=-1)
+@common
+@code_options
+@click.option("--dry-run", is_flag=True, help="Report only: refresh or invalidate nothing.")
+@pass_env
+def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref: str,
+           worktree: bool, dry_run: bool) -> None:
+    """Check memories' citations against the code at REF (every active memory of the
+    repository, or the IDS given); refresh those that hold, invalidate the others."""
+    env.out = Output(as_json)
+    with running(env, worktree=worktree) as service, _progress(env) as progress:
+        if ids:
+            report = service.verify(ids, ref=ref, apply=not dry_run, on_progress=progress)
+        else:
+            report = service.verify(repo=env.repo(repo), ref=ref, apply=not dry_run,
+                                    on_progress=progress)
+    if as_json:
+        env.out.json(report.to_dict())
+        return
+    rows = [(v.memory.id, v.decision.value, c) for v in report.verifications for c in v.checks]
+    if rows:
+        env.out.checks_table(rows, title="citations")
+    env.out.out.print(
+        f"{len(report.verifications)} memories checked in {report.duration_ms:.0f} ms: "
+        f"{report.count(Decision.REFRESH)} hold, {report.count(Decision.INVALIDATE)} "
+        f"{'would be ' if dry_run else ''}invalidated, {report.count(Decision.UNVERIFIED)} "
+        "could not be verified", markup=False)
+
+
+@contextmanager
+def _progress(env: Env) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr, shown only when the pass takes more than a moment."""
+    from rich.progress import Progress
+
+    started = time.monotonic()
+    bar = Progress(console=env.out.err, transient=True, disable=not env.out.err.is_terminal)
+    task: list[Any] = []
+
+    def update(done: int, total: int) -> None:
+        if not task:
+            if time.monotonic() - started < 0.3:
+                return
+            bar.start()
+            task.append(bar.add_task("verifying", total=total))
+        bar.update(task[0], completed=done)
+
+    try:
+        yield update
+    finally:
+        bar.stop()
+
+
+@cli.command()
+@common
+@code_options
+@click.option("--limit", default=20, show_default=True, help="Most recent memories to try.")
+@pass_env
+def context(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
+            limit: int) -> None:
+    """Verify the most recent memories and print those that hold, as markdown for a
+    prompt (memories that fail are left out; see `verify`)."""
+    env.out = Output(as_json)
+    name = env.repo(repo)
+    with running(env, worktree=worktree) as service:
+        ctx = service.context(name, ref=ref, limit=limit)
+    if as_json:
+        env.out.json(ctx.to_dict())
+    else:
+        sys.stdout.write(ctx.markdown)
+
+
+@cli.command()
+@click.argument("memory_id")
+@click.option("--reason", required=True, help="Why the memory no longer holds.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+@pass_env
+def invalidate(env: Env, memory_id: str, reason: str, as_json: bool) -> None:
+    """Mark an active memory invalid."""
+    env.out = Output(as_json)
+    with running(env) as service:
+        memory = service.invalidate(memory_id, reason)
+    if as_json:
+        env.out.json(memory.to_dict())
+    else:
+        env.out.out.print(f"invalidated {memory.id}", markup=False)
+
+
+@cli.command()
+@click.argument("memory_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+@pass_env
+def refresh(env: Env, memory_id: str, as_json: bool) -> None:
+    """Mark an active memory as still useful (after checking it)."""
+    env.out = Output(as_json)
+    with running(env) as service:
+        memory = service.refresh(memory_id)
+    env.out.json(memory.to_dict()) if as_json else env.out.out.print(f"refreshed {memory.id}")
+
+
+@cli.command()
+@click.argument("memory_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+@pass_env
+def applied(env: Env, memory_id: str, as_json: bool) -> None:
+    """Record that a memory was used in a task (telemetry)."""
+    env.out = Output(as_json)
+    with running(env) as service:
+        memory = service.log_applied(memory_id)
+    if as_json:
+        env.out.json(memory.to_dict())
+    else:
+        env.out.out.print(f"recorded: {memory.id} applied {memory.applied_count}x")
+
+
+@cli.command()
+@click.argument("memory_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+@pass_env
+def history(env: Env, memory_id: str, as_json: bool) -> None:
+    """The supersede chain through a memory, oldest first."""
+    env.out = Output(as_json)
+    with running(env) as service:
+        env.out.memories(service.history(memory_id), title="history")
+
+
+@cli.command()
+@common
+@pass_env
+def stats(env: Env, repo: str | None, as_json: bool) -> None:
+    """Counts by status and telemetry event, and the invalidation rate."""
+    env.out = Output(as_json)
+    name = env.repo(repo)
+    with running(env) as service:
+        env.out.stats(service.stats(name))
+
+
+@cli.command()
+@click.option("--db", "demo_db", metavar="URL",
+              help="Store to use (default: a new SQLite file in a temporary directory).")
+@click.option("--keep", is_flag=True, help="Keep the demo repository and database.")
+def demo(demo_db: str | None, keep: bool) -> None:
+    """Store memories citing verified-memory's own code, change the code, verify, and
+    print the verified context: the whole loop in a throwaway repository."""
+    from verified_memory.demo import run_demo
+
+    run_demo(db=demo_db, keep=keep, echo=click.echo)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: our errors become one line on stderr and exit code 1."""
+    try:
+        code = cli.main(args=argv, prog_name="vmem", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("vmem: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except VerifiedMemoryError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)

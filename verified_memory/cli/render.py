@@ -1,0 +1,110 @@
+"""How the CLI shows things to people (rich) and to machines (JSON)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from verified_memory.models import CitationCheck, Decision, Memory, Outcome, RepoStats
+
+__all__ = ["Output"]
+
+_OUTCOME_STYLE = {
+    Outcome.VALID: "green",
+    Outcome.RELOCATED: "cyan",
+    Outcome.CHANGED: "red",
+    Outcome.MISSING: "red",
+    Outcome.UNVERIFIABLE: "yellow",
+}
+_DECISION_STYLE = {Decision.REFRESH: "green", Decision.INVALIDATE: "red",
+                   Decision.UNVERIFIED: "yellow"}
+
+
+class Output:
+    """Writes results either as JSON (``--json``) or as tables and text for people."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.out = Console(soft_wrap=True, highlight=False)
+        self.err = Console(stderr=True, highlight=False)
+
+    def json(self, data: Any) -> None:
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+    def note(self, text: str) -> None:
+        """A line for people (on stderr when the output is JSON, to keep stdout clean)."""
+        (self.err if self.as_json else self.out).print(text)
+
+    def memories(self, memories: Sequence[Memory], *, title: str) -> None:
+        if self.as_json:
+            self.json([m.to_dict() for m in memories])
+            return
+        if not memories:
+            self.out.print(f"{title}: none")
+            return
+        table = Table(title=title, title_justify="left")
+        for column in ("id", "subject", "status", "citations", "refreshed"):
+            table.add_column(column, overflow="fold")
+        for m in memories:
+            table.add_row(m.id, m.subject, m.status.value,
+                          "\n".join(str(c.location) for c in m.citations),
+                          m.refreshed_at.strftime("%Y-%m-%d %H:%M"))
+        self.out.print(table)
+
+    def memory(self, m: Memory) -> None:
+        if self.as_json:
+            self.json(m.to_dict())
+            return
+        self.out.print(f"[bold]{m.subject}[/bold]  ({m.id})", markup=True)
+        self.out.print(f"status: {m.status.value}"
+                       + (f" - {m.invalid_reason}" if m.invalid_reason else ""), markup=False)
+        self.out.print(m.fact, markup=False)
+        if m.reason:
+            self.out.print(f"why: {m.reason}", markup=False)
+        for c in m.citations:
+            pin = f" @ {c.sha[:12]}" if c.sha else ""
+            anchor = f"  [{c.fingerprint.anchor.name}]" if c.fingerprint.anchor else ""
+            self.out.print(f"  cites {c.location}{pin}{anchor}", markup=False)
+        extra = [f"repo {m.repo}", f"created {m.created_at:%Y-%m-%d %H:%M} by {m.created_by}",
+                 f"verified {m.verification_count}x", f"applied {m.applied_count}x"]
+        if m.supersedes:
+            extra.append(f"supersedes {m.supersedes}")
+        if m.superseded_by:
+            extra.append(f"superseded by {m.superseded_by}")
+        self.out.print(", ".join(extra), markup=False, style="dim")
+
+    def checks_table(self, rows: Sequence[tuple[str, str, CitationCheck]], title: str) -> None:
+        table = Table(title=title, title_justify="left")
+        for column in ("memory", "decision", "citation", "outcome", "now at", "detail"):
+            table.add_column(column, overflow="fold")
+        for memory_id, decision, check in rows:
+            style = _OUTCOME_STYLE[check.outcome]
+            table.add_row(memory_id[:8], decision, str(check.citation.location),
+                          f"[{style}]{check.outcome.value}[/{style}]",
+                          str(check.location or "-"), check.detail)
+        self.out.print(table)
+
+    def stats(self, s: RepoStats) -> None:
+        if self.as_json:
+            self.json(s.to_dict())
+            return
+        table = Table(title=f"{s.repo}: {s.total} memories, {s.citations} active citations",
+                      title_justify="left")
+        table.add_column("what")
+        table.add_column("count", justify="right")
+        for status, n in s.by_status.items():
+            table.add_row(f"status {status}", str(n))
+        for kind, n in sorted(s.events.items()):
+            table.add_row(f"event {kind}", str(n))
+        rate = s.invalidation_rate
+        table.add_row("invalidation rate", "-" if rate is None else f"{rate:.1%}")
+        self.out.print(table)
+
+    @staticmethod
+    def decision_style(decision: Decision) -> str:
+        return _DECISION_STYLE[decision]

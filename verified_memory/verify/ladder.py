@@ -1,0 +1,200 @@
+"""The verification ladder: is the cited code still there, and where?
+
+Each citation climbs the ladder of DESIGN.md until a step decides:
+
+1. the file's blob sha at the revision equals the citation's: ``valid`` (nothing read);
+2. the same lines at the same place hash the same: ``valid``;
+3. the same normalised lines elsewhere in the same file: ``relocated``;
+4. the tree-sitter anchor (same qualified name) in the same file, then in renamed or
+   new files: ``relocated`` if its code hashes the same, ``changed`` if not (see
+   ``verify/anchored.py``, which also searches the repository for the line hashes);
+5. nothing found: ``missing`` (file gone or code gone), or ``changed`` when most of
+   the cited lines survive at one place but not all of them;
+6. the source could not be read: ``unverifiable``, which is no verdict at all.
+
+The verifier compares stored claims (hashes) against freshly derived truth (the code
+at the revision); it never trusts a place just because the path still exists.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from verified_memory.anchors.hashing import BLANK
+from verified_memory.errors import SourceUnavailable
+from verified_memory.models import Citation, CitationCheck, Location, Outcome
+from verified_memory.sources.base import CodeSource
+from verified_memory.verify.files import FileCache, FileText
+
+__all__ = ["CHANGED_THRESHOLD", "Verifier", "find_runs", "locate_in_file"]
+
+#: Share of a citation's non-blank lines that must survive together, at one place,
+#: for the code to count as ``changed`` rather than ``missing``.
+CHANGED_THRESHOLD = 0.5
+
+
+def _nonblank(hashes: Sequence[int]) -> list[int]:
+    return [h for h in hashes if h != BLANK]
+
+
+def find_runs(file: FileText, hashes: Sequence[int]) -> list[Location]:
+    """Every place in ``file`` whose non-blank lines equal the non-blank ``hashes``.
+
+    Blank lines inside the run may differ (added or removed); the returned range spans
+    from the first to the last matching non-blank line, widened by the blank lines the
+    citation had at its edges where the file has blank lines there too.
+    """
+    wanted = _nonblank(hashes)
+    if not wanted:
+        return []
+    found: list[Location] = []
+    for first in file.positions(wanted[0]):
+        i, ok, last = first, True, first
+        for h in wanted[1:]:
+            i += 1
+            while i < len(file.hashes) and file.hashes[i] == BLANK:
+                i += 1
+            if i >= len(file.hashes) or file.hashes[i] != h:
+                ok = False
+                break
+            last = i
+        if ok:
+            found.append(_widen(file, first, last, hashes))
+    return found
+
+
+def _widen(file: FileText, first: int, last: int, hashes: Sequence[int]) -> Location:
+    lead = next((i for i, h in enumerate(hashes) if h != BLANK), 0)
+    trail = next((i for i, h in enumerate(reversed(hashes)) if h != BLANK), 0)
+    while lead and first > 0 and file.hashes[first - 1] == BLANK:
+        first, lead = first - 1, lead - 1
+    while trail and last + 1 < len(file.hashes) and file.hashes[last + 1] == BLANK:
+        last, trail = last + 1, trail - 1
+    return Location("", first + 1, last + 1)
+
+
+def _nearest(places: Sequence[Location], near: int) -> Location:
+    return min(places, key=lambda loc: (abs(loc.line_start - near), loc.line_start))
+
+
+def locate_in_file(
+    citation: Citation, path: str, file: FileText
+) -> tuple[Location | None, bool]:
+    """Ladder steps 2-3 within one file: the cited code's place, and whether it was
+    ambiguous (found more than once; the occurrence nearest the old place wins)."""
+    places = find_runs(file, citation.fingerprint.line_hashes)
+    if not places:
+        return None, False
+    best = _nearest(places, citation.line_start)
+    return Location(path, best.line_start, best.line_end), len(places) > 1
+
+
+def best_partial(citation: Citation, path: str, file: FileText) -> tuple[Location, float] | None:
+    """Where most of the cited lines survive together, and what share of them.
+
+    Each surviving line votes for the start its offset implies; the start with the most
+    votes wins. Linear in the citation's length times the occurrences of each line.
+    """
+    hashes = citation.fingerprint.line_hashes
+    wanted = len(_nonblank(hashes))
+    if not wanted:
+        return None
+    votes: Counter[int] = Counter()
+    for offset, h in enumerate(hashes):
+        if h != BLANK:
+            for pos in file.positions(h):
+                votes[pos - offset] += 1
+    if not votes:
+        return None
+    start, count = max(votes.items(), key=lambda kv: (kv[1], -abs(kv[0] - citation.line_start + 1)))
+    length = len(hashes)
+    first = max(start, 0)
+    last = min(start + length, len(file.lines)) - 1
+    if last < first:
+        return None
+    return Location(path, first + 1, last + 1), count / wanted
+
+
+class Verifier:
+    """Checks citations against one source; reads each file at most once per run.
+
+    ``locator`` is the optional step 4 (anchors and repository-wide search); without it
+    the ladder goes straight from step 3 to step 5.
+    """
+
+    def __init__(self, source: CodeSource, *, locator: Locator | None = None) -> None:
+        self.source = source
+        self.files = FileCache(source)
+        self.locator = locator
+
+    def check(self, citations: Sequence[Citation], revision: str) -> list[CitationCheck]:
+        try:
+            tree = self.source.tree(revision)
+        except SourceUnavailable as exc:
+            return [_unverifiable(c, exc) for c in citations]
+        return [self.check_one(c, revision, tree) for c in citations]
+
+    def check_one(
+        self, citation: Citation, revision: str, tree: Mapping[str, str]
+    ) -> CitationCheck:
+        try:
+            return self._climb(citation, revision, tree)
+        except SourceUnavailable as exc:
+            return _unverifiable(citation, exc)
+
+    def _climb(self, c: Citation, revision: str, tree: Mapping[str, str]) -> CitationCheck:
+        blob = tree.get(c.path)
+        if blob is not None and blob == c.blob_sha:  # step 1
+            return CitationCheck(c, Outcome.VALID, c.location, blob, 1.0, step=1,
+                                 detail="file unchanged")
+        file = self.files.get(blob) if blob is not None else None
+        if file is not None:
+            here = file.hashes[c.line_start - 1 : c.line_end]
+            cited = c.fingerprint.line_hashes
+            if len(here) == len(cited) and _nonblank(here) == _nonblank(cited):  # step 2
+                return CitationCheck(c, Outcome.VALID, c.location, blob, 1.0, step=2,
+                                     detail="same code at the same place")
+            place, ambiguous = locate_in_file(c, c.path, file)  # step 3
+            if place is not None:
+                return CitationCheck(c, Outcome.RELOCATED, place, blob, 1.0, ambiguous, step=3,
+                                     detail=f"moved within the file to {place}"
+                                     + (" (occurs more than once: nearest taken)" if ambiguous
+                                        else ""))
+        if self.locator is not None:  # step 4
+            found = self.locator.locate(self, c, revision, tree, file)
+            if found is not None:
+                return found
+        if file is not None:  # step 5
+            partial = best_partial(c, c.path, file)
+            if partial is not None and partial[1] >= CHANGED_THRESHOLD:
+                place, share = partial
+                return CitationCheck(c, Outcome.CHANGED, place, blob, round(share, 3), step=5,
+                                     detail=f"{share:.0%} of the cited lines survive at {place}")
+            return CitationCheck(c, Outcome.MISSING, None, blob, 0.0 if partial is None
+                                 else round(partial[1], 3), step=5,
+                                 detail="the cited code is no longer in the file")
+        if blob is not None:
+            return CitationCheck(c, Outcome.MISSING, None, blob, 0.0, step=5,
+                                 detail="the file is no longer text")
+        return CitationCheck(c, Outcome.MISSING, None, None, 0.0, step=5,
+                             detail=f"{c.path} does not exist at {revision[:12]}")
+
+
+class Locator:
+    """Ladder step 4: find code that left its file, or changed in place (interface)."""
+
+    def locate(
+        self,
+        verifier: Verifier,
+        citation: Citation,
+        revision: str,
+        tree: Mapping[str, str],
+        file: FileText | None,
+    ) -> CitationCheck | None:
+        raise NotImplementedError
+
+
+def _unverifiable(citation: Citation, exc: Exception) -> CitationCheck:
+    return CitationCheck(citation, Outcome.UNVERIFIABLE, None, None, None, step=6,
+                         detail=f"could not read the code: {exc}")
