@@ -48,7 +48,8 @@ class Output:
             self.out.print(f"{title}: none")
             return
         table = Table(title=title, title_justify="left")
-        for column in ("id", "subject", "status", "citations", "refreshed"):
+        table.add_column("id", no_wrap=True, min_width=36)  # ids are copied: never fold
+        for column in ("subject", "status", "citations", "refreshed"):
             table.add_column(column, overflow="fold")
         for m in memories:
             table.add_row(m.id, m.subject, m.status.value,

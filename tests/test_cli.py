@@ -1,0 +1,188 @@
+"""The ``vmem`` command line: behaviour, JSON output, errors and exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.gitrepo import GitRepo
+from verified_memory.cli import main
+
+CODE = """\
+MAX_RETRIES = 3
+
+
+def fetch(url):
+    for attempt in range(MAX_RETRIES):
+        if get(url):
+            return True
+    return False
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
+    repo = GitRepo(tmp_path / "work")
+    repo.write("net/fetch.py", CODE)
+    repo.commit("initial")
+    repo.run("remote", "add", "origin", "git@github.com:acme/net.git")
+    monkeypatch.chdir(repo.path)
+    monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    return repo
+
+
+def vmem(capsys: pytest.CaptureFixture[str], *args: str, stdin: str | None = None,
+         monkeypatch: pytest.MonkeyPatch | None = None) -> tuple[int, str, str]:
+    if stdin is not None:
+        assert monkeypatch is not None
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), out, err
+
+
+def vmem_json(capsys: pytest.CaptureFixture[str], *args: str, **kw: Any) -> Any:
+    code, out, err = vmem(capsys, *args, "--json", **kw)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def store(capsys: pytest.CaptureFixture[str], cite: str = "net/fetch.py:4-8") -> str:
+    memory = vmem_json(capsys, "store", "--subject", "Retries", "--fact",
+                       "fetch retries MAX_RETRIES times", "--cite", cite, "--tag", "http")
+    return str(memory["id"])
+
+
+def test_store_with_flags_infers_repo_from_origin(repo: GitRepo,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    memory = vmem_json(capsys, "store", "--subject", "Retries", "--fact", "three tries",
+                       "--cite", "net/fetch.py:1", "--cite", "net/fetch.py:4-8",
+                       "--reason", "flaky network", "--created-by", "agent-7")
+    assert memory["repo"] == "acme/net"
+    assert [(c["line_start"], c["line_end"]) for c in memory["citations"]] == [(1, 1), (4, 8)]
+    assert memory["citations"][0]["sha"] == repo.head
+    assert memory["created_by"] == "agent-7"
+    code, _, err = vmem(capsys, "store", "--subject", "s", "--fact", "f", "--cite",
+                        "net/fetch.py:2-3@HEAD")
+    assert code == 1 and "net/fetch.py:2-3 holds only blank lines" in err
+    pinned = vmem_json(capsys, "store", "--subject", "s", "--fact", "f", "--cite",
+                       f"net/fetch.py:4@{repo.head[:8]}")
+    assert pinned["citations"][0]["sha"] == repo.head
+    code, out, _ = vmem(capsys, "show", memory["id"])
+    assert code == 0 and "Retries" in out and "net/fetch.py:4-8" in out
+
+
+def test_store_reads_a_json_memory_on_stdin(repo: GitRepo, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    payload = {"repo": "acme/net", "subject": "Retries", "fact": "three",
+               "citations": [{"path": "net/fetch.py", "line_start": 1, "line_end": 1}],
+               "reason": "why", "created_by": "agent"}
+    memory = vmem_json(capsys, "store", stdin=json.dumps(payload), monkeypatch=monkeypatch)
+    assert memory["subject"] == "Retries" and memory["reason"] == "why"
+    code, _, err = vmem(capsys, "store", stdin="{not json", monkeypatch=monkeypatch)
+    assert code == 1 and err.startswith("vmem: error: stdin is not valid JSON")
+
+
+def test_read_commands(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    memory_id = store(capsys)
+    assert [m["id"] for m in vmem_json(capsys, "recent")] == [memory_id]
+    assert [m["id"] for m in vmem_json(capsys, "search", "retries")] == [memory_id]
+    assert vmem_json(capsys, "search", "nothing") == []
+    assert [m["id"] for m in vmem_json(capsys, "search", "--path", "net/fetch.py:5")] == [memory_id]
+    assert vmem_json(capsys, "search", "--path", "net/fetch.py:1-2") == []
+    assert vmem_json(capsys, "show", memory_id)["id"] == memory_id
+    code, out, _ = vmem(capsys, "recent")
+    assert code == 0 and memory_id in out and "Retries" in out
+    stats = vmem_json(capsys, "stats")
+    assert stats["by_status"]["active"] == 1 and stats["events"]["created"] == 1
+
+
+def test_verify_context_and_lifecycle(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    moved = store(capsys)
+    broken = store(capsys, "net/fetch.py:1")
+    repo.write("net/fetch.py", "import get\n\n" + CODE.replace("MAX_RETRIES = 3",
+                                                                 "MAX_RETRIES = 5"))
+    repo.commit("five retries")
+    dry = vmem_json(capsys, "verify", "--dry-run")
+    assert {m["memory_id"]: m["decision"] for m in dry["memories"]} == {
+        moved: "refresh", broken: "invalidate"}
+    assert vmem_json(capsys, "show", broken)["status"] == "active"
+    code, out, _ = vmem(capsys, "context")
+    assert code == 0 and moved in out and broken not in out
+    assert vmem_json(capsys, "show", broken)["status"] == "invalid"
+    assert vmem_json(capsys, "show", moved)["citations"][0]["line_start"] == 6
+    code, out, _ = vmem(capsys, "verify")
+    assert code == 0 and "1 memories checked" in out
+    assert vmem_json(capsys, "applied", moved)["applied_count"] == 1
+    assert vmem_json(capsys, "refresh", moved)["id"] == moved
+    new = vmem_json(capsys, "supersede", moved, "--subject", "Retries (5)", "--fact", "five",
+                    "--cite", "net/fetch.py:3")
+    assert [m["id"] for m in vmem_json(capsys, "history", new["id"])] == [moved, new["id"]]
+    assert vmem_json(capsys, "invalidate", new["id"], "--reason", "gone")["status"] == "invalid"
+
+
+def test_worktree_flag(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    memory_id = store(capsys, "net/fetch.py:1")
+    (repo.path / "net/fetch.py").write_text(CODE.replace("= 3", "= 4"))
+    report = vmem_json(capsys, "verify", "--worktree", "--dry-run")
+    assert report["memories"][0]["decision"] == "invalidate"
+    assert report["revisions"] == {"acme/net": "worktree"}
+    assert vmem_json(capsys, "verify", memory_id)["memories"][0]["decision"] == "refresh"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["store", "--subject", "s", "--fact", "f", "--cite", "net/fetch.py"],
+         "--cite net/fetch.py: expected PATH:START-END"),
+        (["store", "--subject", "s", "--fact", "f", "--cite", "net/fetch.py:7-99"],
+         "past the end of net/fetch.py"),
+        (["store", "--subject", "s", "--fact", "f", "--cite", "net/fetch.py:1", "--ref", "nope"],
+         "ref 'nope' does not exist"),
+        (["show", "00000000-0000-0000-0000-000000000000"], "00000000-0000-0000-0000-000000000000"),
+        (["invalidate", "00000000-0000-0000-0000-000000000000", "--reason", "x"], "not"),
+        (["recent", "--repo", "nope"], "repo must be 'owner/name'"),
+        (["--db", "mysql://x/y", "recent"], "unsupported database URL scheme: mysql://"),
+    ],
+)
+def test_errors_are_one_clear_line(repo: GitRepo, capsys: pytest.CaptureFixture[str],
+                                   args: list[str], message: str) -> None:
+    code, out, err = vmem(capsys, *args)
+    assert code == 1
+    assert err.startswith("vmem: error: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_no_repo_outside_a_working_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'x.db'}")
+    code, _, err = vmem(capsys, "recent")
+    assert code == 1 and "not inside a git working copy: pass --repo owner/name" in err
+    code, _, err = vmem(capsys, "store", "--repo", "a/b", "--subject", "s", "--fact", "f",
+                        "--cite", "x.py:1")
+    assert code == 1 and "cannot read the code of a/b" in err
+
+
+def test_usage_errors_exit_2(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = vmem(capsys, "verify", "--no-such-flag")
+    assert code == 2 and "No such option" in err
+    code, _, err = vmem(capsys, "search")
+    assert code == 2 and "give a QUERY or --path" in err
+
+
+def test_real_process_has_no_traceback_and_a_clean_exit_code(repo: GitRepo) -> None:
+    proc = subprocess.run([sys.executable, "-m", "verified_memory", "show", "missing-id"],
+                          capture_output=True, text=True, cwd=repo.path, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("vmem: error:") and "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "verified_memory", "--version"],
+                          capture_output=True, text=True, cwd=repo.path, check=False)
+    assert proc.returncode == 0 and "version" in proc.stdout
