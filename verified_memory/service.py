@@ -105,7 +105,8 @@ class MemoryService:
     ``memories`` is the ``MemoryStore``; ``store(...)`` is the method that stores one.
 
     ``source`` is the code every repository is read from (a working copy, GitHub, a
-    fake), or a callable returning the source for a repository.
+    fake), or a callable returning the source for a repository. ``locator`` is ladder
+    step 4 (default: tree-sitter anchors and the search across moved files).
     """
 
     def __init__(
@@ -119,6 +120,10 @@ class MemoryService:
         self.memories = store
         self._source = source
         self.actor = actor
+        if locator is None:
+            from verified_memory.verify.anchored import AnchorLocator
+
+            locator = AnchorLocator()
         self.locator = locator
 
     # ------------------------------------------------------------------ plumbing

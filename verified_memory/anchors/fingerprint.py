@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from verified_memory.anchors.hashing import BLANK, line_hashes, snippet_hash
+from verified_memory.anchors.hashing import BLANK, line_hashes, text_hash
 from verified_memory.models import Anchor, Fingerprint
 
 __all__ = ["fingerprint_lines"]
@@ -14,8 +14,9 @@ def fingerprint_lines(
     lines: Sequence[str], line_start: int, line_end: int, anchor: Anchor | None = None
 ) -> Fingerprint:
     """The fingerprint of ``lines[line_start-1:line_end]`` (1-indexed, inclusive)."""
-    hashes = line_hashes(lines[line_start - 1 : line_end])
-    return Fingerprint(snippet_hash=snippet_hash(hashes), line_hashes=hashes, anchor=anchor)
+    cited = lines[line_start - 1 : line_end]
+    return Fingerprint(snippet_hash=text_hash(cited), line_hashes=line_hashes(cited),
+                       anchor=anchor)
 
 
 def has_code(fingerprint: Fingerprint) -> bool:

@@ -8,7 +8,7 @@ import xxhash
 
 from verified_memory.anchors.normalize import normalize_line
 
-__all__ = ["BLANK", "hash_line", "line_hashes", "snippet_hash"]
+__all__ = ["BLANK", "hash_line", "line_hashes", "snippet_hash", "text_hash"]
 
 #: The hash of a blank line; blank lines are skipped when matching.
 BLANK = 0
@@ -32,3 +32,9 @@ def snippet_hash(hashes: Sequence[int]) -> str:
         if value != BLANK:
             h.update(value.to_bytes(8, "little"))
     return h.hexdigest()
+
+
+def text_hash(lines: Sequence[str]) -> str:
+    """Hash of the code with every whitespace character removed, line breaks included
+    (16 hex digits), so re-wrapping a statement over more or fewer lines keeps it."""
+    return xxhash.xxh3_64_hexdigest("".join(normalize_line(line) for line in lines).encode())

@@ -8,18 +8,26 @@ or removing blank lines is not a change either.
 
 from __future__ import annotations
 
+import re
+
 __all__ = ["decode_text", "normalize_line", "split_lines"]
 
-_WHITESPACE = str.maketrans("", "", " \t\r\n\f\v\u00a0\ufeff")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def normalize_line(line: str) -> str:
-    return line.translate(_WHITESPACE)
+    """The line with every whitespace character removed (str.split's definition)."""
+    return "".join(line.split())
 
 
 def split_lines(text: str) -> list[str]:
-    """Lines as editors number them (LF, CRLF or CR; no trailing empty line)."""
-    return text.splitlines()
+    """Lines as editors and GitHub number them: broken at LF, CRLF or CR only (not at
+    form feeds or Unicode separators, which ``str.splitlines`` would also break at);
+    a final line break does not start another line."""
+    lines = _LINE_BREAK.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 def decode_text(data: bytes) -> str | None:

@@ -39,7 +39,7 @@ class Env:
         self.db = db
         self.directory = directory
         self.out = Output(as_json)
-        self._working_copy: Path | None | bool = False
+        self._working_copy: Path | bool | None = False
 
     @property
     def working_copy(self) -> Path | None:
@@ -58,7 +58,8 @@ class Env:
         wc = self.working_copy
         repo = repo_from_remote(wc) if wc else None
         if repo is None:
-            where = f"{wc} has no origin remote" if wc else f"{self.directory} is not inside a git working copy"
+            where = (f"{wc} has no origin remote" if wc
+                     else f"{self.directory} is not inside a git working copy")
             raise ValidationError(f"no --repo given and {where}: pass --repo owner/name")
         return repo
 
@@ -74,8 +75,7 @@ class Env:
                 sources[repo] = self._source(repo, worktree, settings)
             return sources[repo]
 
-        return MemoryService(open_store(self.db, settings), source_for, actor=settings.actor,
-                             locator=_default_locator())
+        return MemoryService(open_store(self.db, settings), source_for, actor=settings.actor)
 
     def _source(self, repo: str, worktree: bool, settings: Any) -> Any:
         wc = self.working_copy
@@ -91,14 +91,6 @@ class Env:
         raise SourceUnavailable(
             f"cannot read the code of {repo}: run inside its working copy, pass -C DIR, "
             "or set GITHUB_TOKEN to read it from GitHub")
-
-
-def _default_locator() -> Any:
-    try:
-        from verified_memory.verify.anchored import AnchorLocator
-    except ImportError:
-        return None
-    return AnchorLocator()
 
 
 @contextmanager

@@ -79,15 +79,17 @@ def _nearest(places: Sequence[Location], near: int) -> Location:
 
 
 def locate_in_file(
-    citation: Citation, path: str, file: FileText
+    citation: Citation, path: str, file: FileText, locator: Locator | None = None
 ) -> tuple[Location | None, bool]:
-    """Ladder steps 2-3 within one file: the cited code's place, and whether it was
-    ambiguous (found more than once; the occurrence nearest the old place wins)."""
-    places = find_runs(file, citation.fingerprint.line_hashes)
+    """Ladder step 3 within one file: the cited code's place, and whether it was
+    ambiguous (found more than once). The locator, when given, arbitrates between
+    occurrences (the one inside the anchor wins); otherwise the nearest to the old
+    place wins."""
+    places = [Location(path, p.line_start, p.line_end)
+              for p in find_runs(file, citation.fingerprint.line_hashes)]
     if not places:
         return None, False
-    best = _nearest(places, citation.line_start)
-    return Location(path, best.line_start, best.line_end), len(places) > 1
+    return (locator or Locator()).choose(citation, path, file, places)
 
 
 def best_partial(citation: Citation, path: str, file: FileText) -> tuple[Location, float] | None:
@@ -155,7 +157,7 @@ class Verifier:
             if len(here) == len(cited) and _nonblank(here) == _nonblank(cited):  # step 2
                 return CitationCheck(c, Outcome.VALID, c.location, blob, 1.0, step=2,
                                      detail="same code at the same place")
-            place, ambiguous = locate_in_file(c, c.path, file)  # step 3
+            place, ambiguous = locate_in_file(c, c.path, file, self.locator)  # step 3
             if place is not None:
                 return CitationCheck(c, Outcome.RELOCATED, place, blob, 1.0, ambiguous, step=3,
                                      detail=f"moved within the file to {place}"
@@ -182,7 +184,15 @@ class Verifier:
 
 
 class Locator:
-    """Ladder step 4: find code that left its file, or changed in place (interface)."""
+    """Ladder step 4: find code that left its file, or changed in place.
+
+    This base class finds nothing in step 4 and takes the nearest occurrence in step 3;
+    ``verify.anchored.AnchorLocator`` is the real one."""
+
+    def choose(self, citation: Citation, path: str, file: FileText,
+               places: Sequence[Location]) -> tuple[Location | None, bool]:
+        """Pick one of the places where the cited lines occur (None: none is trusted)."""
+        return _nearest(places, citation.line_start), len(places) > 1
 
     def locate(
         self,
@@ -192,7 +202,7 @@ class Locator:
         tree: Mapping[str, str],
         file: FileText | None,
     ) -> CitationCheck | None:
-        raise NotImplementedError
+        return None
 
 
 def _unverifiable(citation: Citation, exc: Exception) -> CitationCheck:

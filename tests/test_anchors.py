@@ -1,0 +1,884 @@
+"""Tree-sitter anchors (definitions, qualified names, spans, hashes) and similarity scores.
+
+Each language gets a small, real-looking file whose definitions are asserted exactly:
+(qualified name, node type, first line, last line). Spans are 1-based and inclusive and
+include Python decorators, a leading ``export`` and Rust attributes.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from verified_memory.anchors import _languages, treesitter
+from verified_memory.anchors.hashing import line_hashes, text_hash
+from verified_memory.anchors.normalize import split_lines
+from verified_memory.anchors.similarity import similarity, similarity_of_hashes
+from verified_memory.anchors.treesitter import (
+    Definition,
+    DefinitionIndex,
+    anchor_for,
+    available,
+    definitions,
+    find,
+    innermost,
+    language_for,
+)
+from verified_memory.models import Anchor
+
+Row = tuple[str, str, int, int]
+
+FIXTURES = Path(__file__).parent / "fixtures" / "anchors"
+
+
+def src(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def rows(path: str, text: str) -> list[Row]:
+    """(name, kind, start, end) of every definition, through a fresh index (no cache)."""
+    return [(d.name, d.kind, d.start_line, d.end_line)
+            for d in DefinitionIndex().definitions(path, text)]
+
+
+def one(defs: tuple[Definition, ...], name: str) -> Definition:
+    found = find(defs, name)
+    assert len(found) == 1, (name, found)
+    return found[0]
+
+
+# --------------------------------------------------------------------------- languages
+
+
+@pytest.mark.parametrize(
+    ("path", "language"),
+    [
+        ("pkg/mod.py", "python"),
+        ("stubs/mod.pyi", "python"),
+        ("a.js", "javascript"),
+        ("a.mjs", "javascript"),
+        ("a.cjs", "javascript"),
+        ("App.jsx", "javascript"),
+        ("a.ts", "typescript"),
+        ("a.mts", "typescript"),
+        ("a.cts", "typescript"),
+        ("App.tsx", "tsx"),
+        ("main.go", "go"),
+        ("lib.rs", "rust"),
+        ("Main.java", "java"),
+        ("UPPER.PY", "python"),
+        ("README.md", None),
+        ("notes.txt", None),
+        ("Makefile", None),
+        (".py", None),  # a dotfile named ".py", not a Python file
+    ],
+)
+def test_language_for(path: str, language: str | None) -> None:
+    assert language_for(path) == language
+
+
+@pytest.mark.parametrize(
+    "language", ["python", "javascript", "typescript", "tsx", "go", "rust", "java"]
+)
+def test_every_grammar_loads(language: str) -> None:
+    assert available(language)
+
+
+def test_unknown_language_is_unavailable() -> None:
+    assert not available("cobol")
+
+
+# ------------------------------------------------------------------------------ python
+
+PYTHON = src('''
+    """Sessions."""
+    import functools
+
+
+    def retry(times):
+        def wrap(fn):
+            @functools.wraps(fn)
+            def inner(*args):
+                return fn(*args)
+            return inner
+        return wrap
+
+
+    @dataclass(frozen=True)
+    class Session:
+        timeout: float = 3.0
+
+        @retry(3)
+        async def request(self, method, url):
+            resp = await self.send(method, url)
+            return resp
+
+        @property
+        def closed(self):
+            return False
+
+        class Adapter:
+            def send(self, req):
+                return req
+
+        key = lambda self: self.timeout
+''')
+
+
+def test_python_definitions() -> None:
+    assert rows("session.py", PYTHON) == [
+        ("retry", "function_definition", 5, 11),
+        ("retry.wrap", "function_definition", 6, 10),
+        ("retry.wrap.inner", "function_definition", 7, 9),
+        ("Session", "class_definition", 14, 31),
+        ("Session.request", "function_definition", 18, 21),
+        ("Session.closed", "function_definition", 23, 25),
+        ("Session.Adapter", "class_definition", 27, 29),
+        ("Session.Adapter.send", "function_definition", 28, 29),
+        ("Session.key", "lambda", 31, 31),
+    ]
+
+
+def test_python_anchor_is_innermost_with_offset() -> None:
+    anchor = anchor_for("session.py", PYTHON, 20, 21)
+    assert anchor == Anchor(
+        kind="function_definition",
+        name="Session.request",
+        text_hash=one(definitions("session.py", PYTHON), "Session.request").text_hash,
+        offset=2,
+        language="python",
+    )
+    inner = anchor_for("session.py", PYTHON, 9, 9)
+    assert inner is not None
+    assert (inner.name, inner.offset) == ("retry.wrap.inner", 2)
+    # a decorator line belongs to its definition
+    decorated = anchor_for("session.py", PYTHON, 7, 7)
+    assert decorated is not None
+    assert (decorated.name, decorated.offset) == ("retry.wrap.inner", 0)
+    # spanning two methods: the class around both
+    both = anchor_for("session.py", PYTHON, 20, 24)
+    assert both is not None
+    assert (both.name, both.offset) == ("Session", 6)
+    # module level code is in no definition
+    assert anchor_for("session.py", PYTHON, 1, 2) is None
+
+
+def test_definition_hashes_are_the_citation_hashes_of_its_lines() -> None:
+    lines = split_lines(PYTHON)
+    for d in definitions("session.py", PYTHON):
+        expected = line_hashes(lines[d.start_line - 1 : d.end_line])
+        assert d.line_hashes == expected
+        assert d.text_hash == text_hash(lines[d.start_line - 1 : d.end_line])
+        assert d.contains(d.start_line, d.end_line)
+
+
+def test_python_duplicate_names_are_all_kept() -> None:
+    text = src("""
+        import sys
+
+        if sys.platform == "win32":
+            def home():
+                return "C:/"
+        else:
+            def home():
+                return "/"
+    """)
+    homes = find(definitions("compat.py", text), "home")
+    assert [(d.start_line, d.end_line) for d in homes] == [(4, 5), (7, 8)]
+    assert homes[0].text_hash != homes[1].text_hash
+
+
+def test_non_ascii_source_keeps_line_numbers() -> None:
+    text = src("""
+        # ñandú, 日本語, emoji 🎉
+        def grüße(name):
+            return f"¡hola {name}! 🎉"
+
+
+        class Ünïcode:
+            def ß(self):
+                return "日本"
+    """)
+    assert rows("i18n.py", text) == [
+        ("grüße", "function_definition", 2, 3),
+        ("Ünïcode", "class_definition", 6, 8),
+        ("Ünïcode.ß", "function_definition", 7, 8),
+    ]
+
+
+# -------------------------------------------------------------------------- javascript
+
+JAVASCRIPT = src("""
+    import { api } from "./api.js";
+
+    export class Cart {
+      items = [];
+      total = () => this.items.reduce((a, b) => a + b.price, 0);
+
+      add(item) {
+        this.items.push(item);
+      }
+
+      static from(json) {
+        return Object.assign(new Cart(), json);
+      }
+    }
+
+    export function checkout(cart) {
+      return api.post("/checkout", cart);
+    }
+
+    const format = (cents) => `$${(cents / 100).toFixed(2)}`;
+
+    export const handlers = {
+      onAdd(event) {
+        return event.detail;
+      },
+      onRemove: function (event) {
+        return null;
+      },
+    };
+
+    module.exports.legacy = async function () {
+      return 1;
+    };
+""")
+
+
+def test_javascript_definitions() -> None:
+    assert rows("cart.js", JAVASCRIPT) == [
+        ("Cart", "class_declaration", 3, 14),
+        ("Cart.total", "arrow_function", 5, 5),
+        ("Cart.add", "method_definition", 7, 9),
+        ("Cart.from", "method_definition", 11, 13),
+        ("checkout", "function_declaration", 16, 18),
+        ("format", "arrow_function", 20, 20),
+        ("handlers.onAdd", "method_definition", 23, 25),
+        ("handlers.onRemove", "function_expression", 26, 28),
+        ("module.exports.legacy", "function_expression", 31, 33),
+    ]
+    anchor = anchor_for("cart.js", JAVASCRIPT, 8, 8)
+    assert anchor is not None
+    assert (anchor.name, anchor.kind, anchor.offset, anchor.language) == (
+        "Cart.add", "method_definition", 1, "javascript")
+    # a callback inside a method is anonymous: the method is the anchor
+    total = anchor_for("cart.js", JAVASCRIPT, 5, 5)
+    assert total is not None
+    assert total.name == "Cart.total"
+
+
+def test_jsx_in_a_js_file() -> None:
+    text = src("""
+        export default function App({ user }) {
+          return <div className="app">{user.name}</div>;
+        }
+
+        const Badge = ({ n }) => (
+          <span>{n}</span>
+        );
+    """)
+    assert rows("App.jsx", text) == [
+        ("App", "function_declaration", 1, 3),
+        ("Badge", "arrow_function", 5, 7),
+    ]
+
+
+# -------------------------------------------------------------------------- typescript
+
+TYPESCRIPT = src("""
+    export interface User {
+      id: string;
+      name(): string;
+    }
+
+    export type Id = string | number;
+
+    export enum Role {
+      Admin,
+      Guest,
+    }
+
+    export abstract class Repo<T> {
+      constructor(private readonly db: Db) {}
+
+      @cached()
+      async find(id: Id): Promise<T | undefined> {
+        return this.db.get(id);
+      }
+
+      abstract save(item: T): void;
+
+      protected log = (msg: string): void => {
+        console.log(msg);
+      };
+    }
+
+    export const toId = (u: User): Id => u.id;
+
+    function parse(x: string): number;
+    function parse(x: number): number;
+    function parse(x: any): number {
+      return Number(x);
+    }
+
+    namespace Util {
+      export function clamp(n: number): number {
+        return Math.max(0, n);
+      }
+    }
+""")
+
+
+def test_typescript_definitions() -> None:
+    assert rows("repo.ts", TYPESCRIPT) == [
+        ("User", "interface_declaration", 1, 4),
+        ("User.name", "method_signature", 3, 3),
+        ("Id", "type_alias_declaration", 6, 6),
+        ("Role", "enum_declaration", 8, 11),
+        ("Repo", "abstract_class_declaration", 13, 26),
+        ("Repo.constructor", "method_definition", 14, 14),
+        ("Repo.find", "method_definition", 16, 19),
+        ("Repo.save", "abstract_method_signature", 21, 21),
+        ("Repo.log", "arrow_function", 23, 25),
+        ("toId", "arrow_function", 28, 28),
+        ("parse", "function_signature", 30, 30),
+        ("parse", "function_signature", 31, 31),
+        ("parse", "function_declaration", 32, 34),
+        ("Util", "internal_module", 36, 40),
+        ("Util.clamp", "function_declaration", 37, 39),
+    ]
+    # overloads are all kept; the verifier decides between them
+    assert len(find(definitions("repo.ts", TYPESCRIPT), "parse")) == 3
+    # the member decorator is part of the method: citing it anchors to the method
+    decorated = anchor_for("repo.ts", TYPESCRIPT, 16, 17)
+    assert decorated is not None
+    assert (decorated.name, decorated.offset, decorated.language) == (
+        "Repo.find", 0, "typescript")
+
+
+def test_tsx_components() -> None:
+    text = src("""
+        import React from "react";
+
+        type Props = { label: string; onClick(): void };
+
+        export const Button = ({ label, onClick }: Props) => {
+          return <button onClick={onClick}>{label}</button>;
+        };
+
+        export default class Page extends React.Component<Props> {
+          render() {
+            return (
+              <main>
+                <Button label="ok" onClick={() => {}} />
+              </main>
+            );
+          }
+        }
+    """)
+    assert rows("Page.tsx", text) == [
+        ("Props", "type_alias_declaration", 3, 3),
+        ("Props.onClick", "method_signature", 3, 3),  # members of object types, as in interfaces
+        ("Button", "arrow_function", 5, 7),
+        ("Page", "class_declaration", 9, 17),
+        ("Page.render", "method_definition", 10, 16),
+    ]
+    # a line holding a definition and its members anchors to the definition
+    props = anchor_for("Page.tsx", text, 3, 3)
+    assert props is not None
+    assert (props.name, props.offset) == ("Props", 0)
+    anchor = anchor_for("Page.tsx", text, 13, 13)
+    assert anchor is not None
+    assert (anchor.name, anchor.offset, anchor.language) == ("Page.render", 3, "tsx")
+
+
+# ---------------------------------------------------------------------------------- go
+
+GO = (FIXTURES / "stack.go").read_text(encoding="utf-8")  # gofmt style: tab-indented
+
+
+def test_go_definitions() -> None:
+    assert rows("stack.go", GO) == [
+        ("Stack", "type_spec", 8, 10),
+        ("Sizer", "type_spec", 13, 15),
+        ("Sizer.Len", "method_elem", 14, 14),
+        ("ID", "type_alias", 16, 16),
+        ("New", "function_declaration", 19, 21),
+        ("Stack.Push", "method_declaration", 23, 25),
+        ("Stack.Len", "method_declaration", 27, 29),
+        ("Stack.Pop", "method_declaration", 31, 39),
+    ]
+    anchor = anchor_for("stack.go", GO, 33, 35)
+    assert anchor is not None
+    assert (anchor.name, anchor.kind, anchor.offset) == ("Stack.Pop", "method_declaration", 2)
+
+
+# -------------------------------------------------------------------------------- rust
+
+RUST = src("""
+    use std::fmt;
+
+    #[derive(Debug, Clone)]
+    pub struct Point<T> {
+        x: T,
+        y: T,
+    }
+
+    impl<T: Copy> Point<T> {
+        pub fn new(x: T, y: T) -> Self {
+            Point { x, y }
+        }
+    }
+
+    impl fmt::Display for Point<f64> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "({}, {})", self.x, self.y)
+        }
+    }
+
+    pub trait Shape {
+        fn area(&self) -> f64;
+        fn name(&self) -> &str {
+            "shape"
+        }
+    }
+
+    pub enum Kind { Circle, Square }
+
+    mod geometry {
+        pub fn distance(a: f64, b: f64) -> f64 {
+            (a - b).abs()
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn it_works() {
+            assert_eq!(2 + 2, 4);
+        }
+    }
+""")
+
+
+def test_rust_definitions() -> None:
+    assert rows("point.rs", RUST) == [
+        ("Point", "struct_item", 3, 7),
+        ("impl Point<T>", "impl_item", 9, 13),
+        ("impl Point<T>::new", "function_item", 10, 12),
+        ("impl fmt::Display for Point<f64>", "impl_item", 15, 19),
+        ("impl fmt::Display for Point<f64>::fmt", "function_item", 16, 18),
+        ("Shape", "trait_item", 21, 26),
+        ("Shape::area", "function_signature_item", 22, 22),
+        ("Shape::name", "function_item", 23, 25),
+        ("Kind", "enum_item", 28, 28),
+        ("geometry", "mod_item", 30, 34),
+        ("geometry::distance", "function_item", 31, 33),
+        ("tests", "mod_item", 36, 42),
+        ("tests::it_works", "function_item", 38, 41),
+    ]
+    anchor = anchor_for("point.rs", RUST, 17, 17)
+    assert anchor is not None
+    assert (anchor.name, anchor.offset, anchor.language) == (
+        "impl fmt::Display for Point<f64>::fmt", 1, "rust")
+
+
+def test_rust_impl_names_ignore_whitespace_in_types() -> None:
+    spaced = (
+        "impl  From< Vec<u8> ,  u8 >  for  Wrapper {\n"
+        "    fn from(v: (Vec<u8>, u8)) -> Self { todo!() }\n"
+        "}\n"
+    )
+    names = [d.name for d in DefinitionIndex().definitions("w.rs", spaced)]
+    assert names == [
+        "impl From<Vec<u8>,u8> for Wrapper",
+        "impl From<Vec<u8>,u8> for Wrapper::from",
+    ]
+
+
+# -------------------------------------------------------------------------------- java
+
+JAVA = src("""
+    package com.example;
+
+    import java.util.List;
+
+    @Service
+    public class OrderService {
+        private final Repo repo;
+
+        public OrderService(Repo repo) {
+            this.repo = repo;
+        }
+
+        public List<Order> open() {
+            return repo.findOpen();
+        }
+
+        public static class Builder {
+            private Repo repo;
+
+            Builder() {}
+
+            public OrderService build() {
+                return new OrderService(repo);
+            }
+        }
+
+        interface Listener {
+            void onOrder(Order order);
+        }
+
+        enum State { OPEN, CLOSED }
+
+        record Line(String sku, int qty) {}
+    }
+""")
+
+
+def test_java_definitions() -> None:
+    assert rows("OrderService.java", JAVA) == [
+        ("OrderService", "class_declaration", 5, 34),
+        ("OrderService.OrderService", "constructor_declaration", 9, 11),
+        ("OrderService.open", "method_declaration", 13, 15),
+        ("OrderService.Builder", "class_declaration", 17, 25),
+        ("OrderService.Builder.Builder", "constructor_declaration", 20, 20),
+        ("OrderService.Builder.build", "method_declaration", 22, 24),
+        ("OrderService.Listener", "interface_declaration", 27, 29),
+        ("OrderService.Listener.onOrder", "method_declaration", 28, 28),
+        ("OrderService.State", "enum_declaration", 31, 31),
+        ("OrderService.Line", "record_declaration", 33, 33),
+    ]
+    anchor = anchor_for("OrderService.java", JAVA, 23, 23)
+    assert anchor is not None
+    assert (anchor.name, anchor.kind, anchor.offset) == (
+        "OrderService.Builder.build", "method_declaration", 1)
+
+
+# ------------------------------------------------------------------------ text hashes
+
+BASE = src("""
+    def total(items):
+        subtotal = sum(i.price for i in items)
+        if subtotal > 100:
+            subtotal *= 0.9
+        return round(subtotal, 2)
+""")
+
+
+def _total_hash(path: str, text: str) -> str:
+    return one(DefinitionIndex().definitions(path, text), "total").text_hash
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        pytest.param(BASE.replace("\n", "\r\n"), id="crlf"),
+        pytest.param(BASE.replace("    ", "\t"), id="tabs"),
+        pytest.param(BASE.replace("\n    ", "\n\n    "), id="blank-lines"),
+        pytest.param(BASE.replace("subtotal > 100", "subtotal>100"), id="spacing"),
+        pytest.param(BASE.replace("sum(i.price", "sum(\n        i.price"), id="rewrapped"),
+        pytest.param("import os\n\n\n" + BASE + "\n\ndef other():\n    pass\n", id="moved"),
+    ],
+)
+def test_text_hash_ignores_layout(variant: str) -> None:
+    assert _total_hash("cart.py", variant) == _total_hash("cart.py", BASE)
+
+
+def test_text_hash_ignores_reindentation() -> None:
+    flat = "function total(items) {\n  return items.length;\n}\n"
+    nested = "if (x) {\n    function total(items) {\n          return items.length;\n    }\n}\n"
+    assert _total_hash("a.js", flat) == _total_hash("a.js", nested)
+
+
+def test_text_hash_changes_with_the_body() -> None:
+    edited = BASE.replace("0.9", "0.8")
+    assert _total_hash("cart.py", edited) != _total_hash("cart.py", BASE)
+
+
+def test_relocated_definition_keeps_hash_and_offset() -> None:
+    """What the verifier does in step 4: find by name, compare hash, apply the offset."""
+    anchor = anchor_for("cart.py", BASE, 3, 4)
+    assert anchor is not None
+    moved = "import os\n\n\nclass Unrelated:\n    pass\n\n\n" + BASE
+    (found,) = find(definitions("cart.py", moved), anchor.name)
+    assert found.text_hash == anchor.text_hash
+    new_start = found.start_line + anchor.offset
+    assert split_lines(moved)[new_start - 1] == split_lines(BASE)[2]
+
+
+# ------------------------------------------------------------------------- edge cases
+
+
+@pytest.mark.parametrize("path", ["a.py", "a.js", "a.ts", "a.tsx", "a.go", "a.rs", "a.java"])
+@pytest.mark.parametrize("text", ["", "\n\n\n", "   "])
+def test_empty_files_have_no_definitions(path: str, text: str) -> None:
+    assert definitions(path, text) == ()
+    assert anchor_for(path, text, 1, 1) is None
+
+
+@pytest.mark.parametrize("path", ["README.md", "notes.txt", "Dockerfile", "data.json"])
+def test_unsupported_files(path: str) -> None:
+    assert definitions(path, PYTHON) == ()
+    assert anchor_for(path, PYTHON, 5, 6) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "expected"),
+    [
+        ("broken.py", "def ok():\n    return 1\n\ndef broken(:\n    x = \n\n"
+         "class Z:\n    def m(self):\n        pass\n", ["ok", "Z", "Z.m"]),
+        ("broken.ts", "function ok() { return 1; }\nclass {{{ oops\n", ["ok"]),
+        ("broken.go", "package x\nfunc ok() {}\nfunc (\n", ["ok"]),
+        ("broken.rs", "fn ok() {}\nimpl for {\n", ["ok"]),
+        ("Broken.java", "class A { void ok() {} void bad( { }\n", ["A", "A.ok"]),
+    ],
+)
+def test_syntax_errors_keep_what_parses(path: str, text: str, expected: list[str]) -> None:
+    names = [d.name for d in definitions(path, text)]
+    for name in expected:
+        assert name in names
+
+
+def test_garbage_does_not_crash() -> None:
+    garbage = "\x00\x01 }{ ]] def class fn impl <<<>>> \ufffd\ud800" * 50
+    for path in ("g.py", "g.js", "g.ts", "g.tsx", "g.go", "g.rs", "g.java"):
+        assert isinstance(definitions(path, garbage), tuple)
+
+
+def test_byte_order_mark_is_not_a_syntax_error() -> None:
+    assert rows("bom.py", "\ufeffdef f():\n    return 1\n") == [
+        ("f", "function_definition", 1, 2)]
+    assert rows("Bom.java", "\ufeffclass A {}\n") == [("A", "class_declaration", 1, 1)]
+
+
+def test_line_numbers_follow_split_lines_for_odd_line_breaks() -> None:
+    """CR-only files and form feeds: tree-sitter's rows must not drift from our lines."""
+    cr = "def f():\r    pass\r\rdef g():\r    pass\r"
+    assert [(d.name, d.start_line, d.end_line) for d in definitions("cr.py", cr)] == [
+        ("f", 1, 2), ("g", 4, 5)]
+    ff = "def f():\n    pass\n\x0c\ndef g():\n    pass\n"
+    lines = split_lines(ff)
+    g = one(definitions("ff.py", ff), "g")
+    assert lines[g.start_line - 1] == "def g():"
+
+
+def test_innermost_and_find_helpers() -> None:
+    defs = definitions("session.py", PYTHON)
+    found = innermost(defs, 28, 29)
+    assert found is not None
+    assert found.name == "Session.Adapter.send"
+    assert innermost(defs, 13, 15) is None  # starts before any definition around it
+    assert innermost((), 1, 1) is None
+    assert find(defs, "nope") == []
+    assert found.anchor(29, "python") == Anchor(
+        "function_definition", "Session.Adapter.send", found.text_hash, 1, "python")
+
+
+def test_missing_grammar_falls_back_to_no_definitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    treesitter._grammar.cache_clear()
+    monkeypatch.setitem(_languages.GRAMMARS, "go", ("tree_sitter_not_installed", "language"))
+    try:
+        assert language_for("main.go") == "go"
+        assert not available("go")
+        assert DefinitionIndex().definitions("main.go", GO) == ()
+        assert DefinitionIndex().anchor_for("main.go", GO, 23, 25) is None
+    finally:
+        treesitter._grammar.cache_clear()
+
+
+def test_oversized_files_are_not_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(treesitter, "MAX_PARSE_BYTES", 100)
+    assert DefinitionIndex().definitions("session.py", PYTHON) == ()
+    assert rows("cart.py", BASE[:90]) != []
+
+
+def test_parsing_from_many_threads() -> None:
+    samples = [("session.py", PYTHON), ("cart.js", JAVASCRIPT), ("repo.ts", TYPESCRIPT),
+               ("stack.go", GO), ("point.rs", RUST), ("OrderService.java", JAVA)] * 8
+    expected = [rows(path, text) for path, text in samples]
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        got = list(pool.map(lambda sample: rows(*sample), samples))
+    assert got == expected
+
+
+# ------------------------------------------------------------------------------- cache
+
+
+def test_cache_parses_each_key_once() -> None:
+    index = DefinitionIndex()
+    first = index.definitions("session.py", PYTHON, key="blob1")
+    second = index.definitions("session.py", PYTHON, key="blob1")
+    assert second is first
+    assert index.parses == 1
+    # anchor_for goes through the same cache
+    assert index.anchor_for("session.py", PYTHON, 20, 20, key="blob1") is not None
+    assert index.parses == 1
+    index.definitions("session.py", PYTHON, key="blob2")
+    assert index.parses == 2
+
+
+def test_cache_without_key_uses_the_text() -> None:
+    index = DefinitionIndex()
+    index.definitions("a.py", BASE)
+    index.definitions("b.py", BASE)  # same content elsewhere: same blob, same parse
+    assert index.parses == 1
+    index.definitions("a.py", BASE + "\n# edit\n")
+    assert index.parses == 2
+    index.definitions("a.js", BASE)  # same bytes, another language: parsed separately
+    assert index.parses == 3
+
+
+def test_cache_is_bounded_lru() -> None:
+    index = DefinitionIndex(maxsize=2)
+    index.definitions("a.py", BASE, key="1")
+    index.definitions("a.py", BASE, key="2")
+    index.definitions("a.py", BASE, key="1")  # refresh 1
+    index.definitions("a.py", BASE, key="3")  # evicts 2
+    assert len(index) == 2
+    index.definitions("a.py", BASE, key="1")
+    assert index.parses == 3
+    index.definitions("a.py", BASE, key="2")
+    assert index.parses == 4
+    index.clear()
+    assert len(index) == 0
+
+
+def test_module_functions_share_the_default_index() -> None:
+    index = treesitter.default_index()
+    before = index.parses
+    text = BASE + "\n# test_module_functions_share_the_default_index\n"
+    definitions("a.py", text, key="default-index-test")
+    anchor_for("a.py", text, 2, 2, key="default-index-test")
+    assert index.parses == before + 1
+
+
+def _big_python_file() -> str:
+    block = src('''
+        class Handler{n}:
+            """Handles things."""
+
+            def __init__(self, config):
+                self.config = config
+                self.cache = {{}}
+
+            @property
+            def name(self):
+                return "handler-{n}"
+
+            async def handle(self, request):
+                key = (request.method, request.path)
+                if key in self.cache:
+                    return self.cache[key]
+                result = await self.process(request)
+                self.cache[key] = result
+                return result
+
+            def process(self, request):
+                def helper(x):
+                    return x * 2
+                return helper(len(request.body))
+
+    ''')
+    return "".join(block.format(n=n) for n in range(40))
+
+
+def test_parsing_a_thousand_lines_is_fast() -> None:
+    text = _big_python_file()
+    assert 900 <= len(split_lines(text)) <= 1100
+    definitions("warmup.py", "def f(): pass\n")  # grammar loading is once per process
+    best = float("inf")
+    for _ in range(5):
+        index = DefinitionIndex()
+        started = time.perf_counter()
+        defs = index.definitions("big.py", text)
+        best = min(best, time.perf_counter() - started)
+    assert len(defs) == 40 * 6
+    assert find(defs, "Handler39.process.helper")
+    assert best < 0.1  # about 10 ms here; generous for slow CI machines
+
+
+# -------------------------------------------------------------------------- similarity
+
+CITED = src('''
+    def request(self, method, url, params=None):
+        """Send a request."""
+        req = Request(method=method.upper(), url=url, params=params)
+        prep = self.prepare_request(req)
+        settings = self.merge_environment_settings(prep.url, {}, None, None, None)
+
+        send_kwargs = {"timeout": self.timeout, "allow_redirects": True}
+        send_kwargs.update(settings)
+        resp = self.send(prep, **send_kwargs)
+        return resp
+''').splitlines()
+
+UNRELATED = src("""
+    class Cache:
+        def __init__(self, size):
+            self.size = size
+            self.items = {}
+
+        def get(self, key):
+            if key in self.items:
+                return self.items[key]
+            return None
+""").splitlines()
+
+
+@pytest.fixture
+def cited_hashes() -> tuple[int, ...]:
+    return line_hashes(CITED)
+
+
+def test_similarity_identical(cited_hashes: tuple[int, ...]) -> None:
+    assert similarity(cited_hashes, CITED) == 1.0
+    assert similarity(cited_hashes, CITED, CITED) == 1.0
+    assert similarity_of_hashes(cited_hashes, cited_hashes) == 1.0
+
+
+def test_similarity_whitespace_only(cited_hashes: tuple[int, ...]) -> None:
+    reformatted = ["", *("\t" + line.strip() + "  " for line in CITED), "", ""]
+    assert similarity(cited_hashes, reformatted) == 1.0
+    assert similarity(cited_hashes, reformatted, CITED) == 1.0
+    assert similarity_of_hashes(cited_hashes, line_hashes(reformatted)) == 1.0
+
+
+def test_similarity_one_line_edited(cited_hashes: tuple[int, ...]) -> None:
+    edited = list(CITED)
+    edited[7] = "    send_kwargs.update(settings, verify=False)"
+    nonblank = sum(1 for line in CITED if line.strip())
+    aligned = similarity(cited_hashes, edited)
+    assert aligned == pytest.approx((nonblank - 1) / nonblank)
+    assert similarity_of_hashes(cited_hashes, line_hashes(edited)) == aligned
+    with_text = similarity(cited_hashes, edited, CITED)
+    assert aligned < with_text < 1.0  # partial credit for the recognisably same line
+    assert with_text > 0.95
+
+
+def test_similarity_unrelated(cited_hashes: tuple[int, ...]) -> None:
+    assert similarity(cited_hashes, UNRELATED) == 0.0
+    assert similarity(cited_hashes, UNRELATED, CITED) < 0.2
+    assert similarity_of_hashes(cited_hashes, line_hashes(UNRELATED)) == 0.0
+    assert similarity(cited_hashes, []) == 0.0
+
+
+def test_similarity_counts_the_cited_code_that_survives(cited_hashes: tuple[int, ...]) -> None:
+    # half the citation deleted: half survives
+    assert similarity(cited_hashes, CITED[:5]) == pytest.approx(5 / 9)
+    # the cited code inside a bigger range (the function grew) survives whole
+    grown = [*CITED[:3], "    log.debug('x')", *CITED[3:], *UNRELATED]
+    assert similarity(cited_hashes, grown) == 1.0
+
+
+def test_similarity_edge_cases() -> None:
+    assert similarity_of_hashes([], []) == 1.0
+    assert similarity_of_hashes([0, 0], [0]) == 1.0  # blank only on both sides
+    assert similarity_of_hashes([0], line_hashes(["x = 1"])) == 0.0
+    # old_lines of the wrong length are ignored rather than misaligned
+    hashes = line_hashes(["a = 1", "b = 2"])
+    assert similarity(hashes, ["a = 1", "b = 3"], ["a = 1"]) == 0.5

@@ -1,0 +1,99 @@
+"""The README stays true: its examples run, every command is documented, __all__ is pinned."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+import verified_memory
+from tests.gitrepo import GitRepo
+from verified_memory.cli import cli
+
+README = (Path(__file__).parent.parent / "README.md").read_text()
+NET = """\
+MAX_RETRIES = 3
+TIMEOUT = 10
+
+
+def fetch(url):
+    for _ in range(MAX_RETRIES):
+        if get(url, timeout=TIMEOUT):
+            return True
+    return False
+"""
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+
+
+def commands(group: click.Group, prefix: str = "") -> list[str]:
+    out = []
+    for name, command in group.commands.items():
+        out.append(f"{prefix}{name}")
+        if isinstance(command, click.Group):
+            out += commands(command, f"{prefix}{name} ")
+    return out
+
+
+@pytest.fixture
+def app_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
+    repo = GitRepo(tmp_path / "app")
+    repo.write("app/net.py", NET)
+    repo.commit("initial")
+    repo.run("remote", "add", "origin", "https://github.com/acme/app.git")
+    monkeypatch.chdir(repo.path)
+    monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'docs.db'}")
+    return repo
+
+
+@pytest.mark.parametrize("name", commands(cli))
+def test_every_command_is_documented_and_has_help(name: str) -> None:
+    assert f"`vmem {name}" in README, f"vmem {name} is missing from the README"
+    proc = subprocess.run([sys.executable, "-m", "verified_memory", *name.split(), "--help"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and "Usage: vmem" in proc.stdout
+    assert len(proc.stdout.splitlines()) > 3
+
+
+def test_readme_console_session_runs(app_repo: GitRepo) -> None:
+    (session,) = blocks("console")
+    lines = [line[2:] for line in session.splitlines() if line.startswith("$ ")]
+    assert len(lines) >= 6
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    for line in lines:
+        proc = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env,
+                              check=False)
+        assert proc.returncode == 0, f"{line}\n{proc.stderr}"
+    proc = subprocess.run(["bash", "-c", "vmem recent --json"], capture_output=True,
+                          text=True, env=env, check=True)
+    assert proc.stdout.count('"subject"') == 2
+
+
+def test_readme_python_example_runs(app_repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    (example,) = blocks("python")
+    exec(compile(example, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "Retry budget" in out and "'applied': 1" in out
+
+
+def test_quickstart_has_exactly_two_commands_and_ci_runs_the_second() -> None:
+    quickstart = README.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    bash = re.findall(r"```bash\n(.*?)```", quickstart, flags=re.S)
+    assert len(bash) == 2 and "vmem demo" in bash[0] and "pytest" in bash[1]
+    ci = (Path(__file__).parent.parent / ".ci" / "run").read_text()
+    assert bash[1].strip() in ci
+
+
+def test_public_api_is_pinned() -> None:
+    assert verified_memory.__all__ == sorted(verified_memory.__all__)
+    for name in verified_memory.__all__:
+        assert hasattr(verified_memory, name), name
+    assert {"MemoryService", "Memory", "Citation", "NewMemory", "Outcome", "Status",
+            "VerifiedMemoryError", "open_store"} <= set(verified_memory.__all__)

@@ -1,0 +1,648 @@
+"""Code sources against real git repositories built in tmp_path (and the dict fake)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.gitrepo import GitRepo
+from verified_memory import sources
+from verified_memory.errors import NotFound, SourceUnavailable, ValidationError
+from verified_memory.sources import (
+    CodeSource,
+    DictSource,
+    LocalGitSource,
+    Rename,
+    WorktreeSource,
+    find_working_copy,
+    git_blob_sha,
+    parse_remote_url,
+    repo_from_remote,
+)
+
+symlinks = pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges")
+
+
+@pytest.fixture(autouse=True)
+def _no_parent_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep git from finding a repository above tmp_path (e.g. when /tmp is in one)."""
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", os.fspath(tmp_path))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    repo = GitRepo(tmp_path / "repo")
+    repo.write("README.md", "# demo\n")
+    repo.write("src/app.py", "def main():\n    return 1\n")
+    repo.write("bin/run.sh", "#!/bin/sh\necho hi\n")
+    (repo.path / "bin/run.sh").chmod(0o755)
+    repo.commit("first")
+    repo.run("tag", "v1")
+    repo.run("tag", "-a", "v1-annotated", "-m", "annotated")
+    return repo
+
+
+@pytest.fixture
+def source(repo: GitRepo) -> Iterator[LocalGitSource]:
+    with LocalGitSource(repo.path) as source:
+        yield source
+
+
+class PopenSpy:
+    """Records every process started, so a test can count git cat-file processes."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.started: list[subprocess.Popen[bytes]] = []
+        real = subprocess.Popen
+
+        def spy(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+            proc: subprocess.Popen[bytes] = real(*args, **kwargs)
+            self.started.append(proc)
+            return proc
+
+        monkeypatch.setattr(subprocess, "Popen", spy)
+
+    def catfiles(self) -> list[subprocess.Popen[bytes]]:
+        return [p for p in self.started if "cat-file" in list(map(str, p.args))]  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def test_exports() -> None:
+    assert sources.__all__ == sorted(sources.__all__)
+    assert set(sources.__all__) == {
+        "CodeSource", "DictSource", "GitHubSource", "LocalGitSource", "Rename", "WorktreeSource",
+        "find_working_copy", "git_blob_sha", "parse_remote_url", "repo_from_remote",
+    }
+    for name in sources.__all__:
+        assert getattr(sources, name) is not None
+
+
+def test_importing_sources_does_not_import_optional_extras() -> None:
+    code = (
+        "import sys, verified_memory.sources as s; "
+        "assert 'verified_memory.sources.github' not in sys.modules; "
+        "assert 'github' not in sys.modules and 'tenacity' not in sys.modules; "
+        "assert s.GitHubSource.__name__ == 'GitHubSource'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_every_source_satisfies_the_protocol(repo: GitRepo) -> None:
+    with LocalGitSource(repo.path) as a, WorktreeSource(repo.path) as b:
+        for source in (a, b, DictSource({"c": {}})):
+            assert isinstance(source, CodeSource)
+
+
+# --------------------------------------------------------------------------- resolve
+
+
+def test_resolve_head_branch_tag_and_short_sha(repo: GitRepo, source: LocalGitSource) -> None:
+    head = repo.head
+    assert source.resolve("HEAD") == head
+    assert source.resolve("main") == head
+    assert source.resolve("v1") == head
+    assert source.resolve("v1-annotated") == head  # annotated tags are peeled to the commit
+    assert source.resolve(head[:8]) == head
+    assert source.resolve(head) == head
+
+
+def test_resolve_sees_a_branch_move(repo: GitRepo, source: LocalGitSource) -> None:
+    first = source.resolve("HEAD")
+    repo.write("new.txt", "x\n")
+    second = repo.commit("second")
+    assert second != first
+    assert source.resolve("HEAD") == second
+    assert source.resolve("HEAD~1") == first
+
+
+@pytest.mark.parametrize("ref", ["nope", "v2", "0" * 40, "HEAD:README.md"])
+def test_resolve_unknown_ref(source: LocalGitSource, ref: str) -> None:
+    with pytest.raises(NotFound, match="does not exist"):
+        source.resolve(ref)
+
+
+@pytest.mark.parametrize("ref", ["main v1", "HEAD\nHEAD", "a\tb", "x\x00y", "-h", "--all", ""])
+def test_resolve_rejects_malformed_refs(source: LocalGitSource, ref: str) -> None:
+    with pytest.raises(NotFound, match="does not exist"):
+        source.resolve(ref)
+    assert source.resolve("HEAD")  # the pipe is still in step afterwards
+
+
+def test_resolve_in_an_empty_repository(tmp_path: Path) -> None:
+    empty = GitRepo(tmp_path / "empty")
+    with LocalGitSource(empty.path) as source, pytest.raises(NotFound, match="'HEAD'"):
+        source.resolve("HEAD")
+
+
+# --------------------------------------------------------------------------- tree
+
+
+def test_tree_lists_files_with_git_blob_shas(repo: GitRepo, source: LocalGitSource) -> None:
+    tree = source.tree(source.resolve("HEAD"))
+    assert set(tree) == {"README.md", "src/app.py", "bin/run.sh"}
+    for path, sha in tree.items():
+        assert sha == repo.blob(path)
+    assert tree is source.tree(repo.head)  # cached per commit
+    assert source.tree("HEAD") is tree  # a ref resolves to the same cached tree
+    with pytest.raises(TypeError):
+        tree["new"] = "x"  # type: ignore[index]  # a cached tree cannot be changed
+
+
+@symlinks
+def test_tree_skips_symlinks_and_submodules(repo: GitRepo, source: LocalGitSource) -> None:
+    (repo.path / "link.md").symlink_to("README.md")
+    repo.commit("symlink")
+    repo.run("update-index", "--add", "--cacheinfo", f"160000,{repo.head},sub")
+    repo.commit("submodule", add_all=False)
+    listed = repo.run("ls-tree", "-r", "HEAD")
+    assert "120000" in listed
+    assert "160000" in listed
+    assert set(source.tree("HEAD")) == {"README.md", "src/app.py", "bin/run.sh"}
+
+
+def test_tree_of_unknown_revision(source: LocalGitSource) -> None:
+    with pytest.raises(NotFound):
+        source.tree("no-such-branch")
+
+
+def test_tree_paths_with_spaces_and_unicode(repo: GitRepo, source: LocalGitSource) -> None:
+    repo.write("docs/a file.md", "spaces\n")
+    repo.write("docs/ünïcode.md", "unicode\n")
+    repo.commit("names")
+    tree = source.tree("HEAD")
+    assert tree["docs/a file.md"] == repo.blob("docs/a file.md")
+    assert tree["docs/ünïcode.md"] == git_blob_sha(b"unicode\n")
+
+
+# --------------------------------------------------------------------------- read_blob
+
+
+def test_read_blob_returns_exact_bytes(repo: GitRepo, source: LocalGitSource) -> None:
+    binary = bytes(range(256)) * 4 + b"\n\n"
+    crlf = b"line one\r\nline two\r\n\r\n"
+    repo.write("data.bin", binary)
+    repo.write("win.txt", crlf)
+    repo.write("empty.txt", b"")
+    repo.write("no-newline.txt", b"last line")
+    repo.commit("bytes")
+    tree = source.tree("HEAD")
+    assert source.read_blob(tree["data.bin"]) == binary
+    assert source.read_blob(tree["win.txt"]) == crlf
+    assert source.read_blob(tree["empty.txt"]) == b""
+    assert source.read_blob(tree["no-newline.txt"]) == b"last line"
+    for path, sha in tree.items():
+        assert git_blob_sha(source.read_blob(sha)) == sha, path
+
+
+def test_read_blob_unknown_or_not_a_blob(repo: GitRepo, source: LocalGitSource) -> None:
+    with pytest.raises(NotFound):
+        source.read_blob("0" * 40)
+    with pytest.raises(NotFound, match="not a full object id"):
+        source.read_blob("HEAD:README.md")
+    with pytest.raises(NotFound, match="is a commit"):
+        source.read_blob(repo.head)
+    assert source.read_blob(repo.blob("README.md")) == b"# demo\n"
+
+
+def test_one_catfile_process_for_many_reads(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(30):
+        repo.write(f"many/f{i}.txt", f"file {i}\n" * i)
+    repo.commit("many")
+    spy = PopenSpy(monkeypatch)
+    with LocalGitSource(repo.path) as source:
+        assert spy.catfiles() == []  # started lazily
+        tree = source.tree(source.resolve("HEAD"))
+        for _ in range(2):
+            for path, sha in tree.items():
+                assert git_blob_sha(source.read_blob(sha)) == sha, path
+        source.resolve("main")
+        source.tree(source.resolve("HEAD"))
+        assert len(spy.catfiles()) == 1
+        proc = spy.catfiles()[0]
+        assert proc.poll() is None
+    assert proc.poll() is not None  # closed with the context manager
+    git_processes = [p for p in spy.started if "ls-tree" in list(map(str, p.args))]  # type: ignore[arg-type]
+    assert len(git_processes) == 1  # one ls-tree per distinct commit
+
+
+def test_blobs_are_read_once_then_cached(
+    repo: GitRepo, source: LocalGitSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = PopenSpy(monkeypatch)
+    sha = repo.blob("src/app.py")
+    data = source.read_blob(sha)
+    spy.catfiles()[0].kill()
+    spy.catfiles()[0].wait()
+    assert source.read_blob(sha) == data  # from the cache: the dead process is not asked
+
+
+def test_a_killed_catfile_process_is_source_unavailable(
+    repo: GitRepo, source: LocalGitSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = PopenSpy(monkeypatch)
+    source.resolve("HEAD")
+    proc = spy.catfiles()[0]
+    proc.kill()
+    proc.wait()
+    with pytest.raises(SourceUnavailable, match="cat-file"):
+        source.read_blob(repo.blob("README.md"))
+    # The dead process was dropped: the next call starts a fresh one.
+    assert source.read_blob(repo.blob("README.md")) == b"# demo\n"
+    assert len(spy.catfiles()) == 2
+
+
+def test_close_is_idempotent_and_reopens_lazily(repo: GitRepo) -> None:
+    source = LocalGitSource(repo.path)
+    source.close()
+    assert source.resolve("HEAD") == repo.head
+    source.close()
+    source.close()
+    assert source.resolve("HEAD") == repo.head
+    source.close()
+
+
+def test_a_forgotten_source_stops_its_process(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = PopenSpy(monkeypatch)
+    source = LocalGitSource(repo.path)
+    source.resolve("HEAD")
+    proc = spy.catfiles()[0]
+    del source
+    gc.collect()
+    assert proc.poll() is not None  # stopped, without a ResourceWarning (warnings are errors)
+
+
+def test_concurrent_reads_share_the_pipe(repo: GitRepo, source: LocalGitSource) -> None:
+    for i in range(40):
+        repo.write(f"t/{i}.txt", f"{i}\n" * 500)
+    repo.commit("threads")
+    tree = source.tree("HEAD")
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda item: (item[1], source.read_blob(item[1])), tree.items()))
+    assert all(git_blob_sha(data) == sha for sha, data in results)
+
+
+# --------------------------------------------------------------------------- renames
+
+
+def test_renames_detects_a_rename_and_a_deletion(repo: GitRepo, source: LocalGitSource) -> None:
+    old = repo.head
+    repo.move("src/app.py", "src/main.py")
+    repo.remove("README.md")
+    new = repo.commit("move and delete")
+    found = source.renames(old, new)
+    assert set(found) == {Rename("src/app.py", "src/main.py", 100), Rename("README.md", None)}
+    assert source.renames(old, "HEAD") == found
+    assert source.renames(new, new) == ()
+
+
+def test_renames_with_an_edit_reports_similarity(repo: GitRepo, source: LocalGitSource) -> None:
+    body = "".join(f"line {i}\n" for i in range(40))
+    repo.write("long.py", body)
+    old = repo.commit("long")
+    repo.remove("long.py")
+    repo.write("pkg/long.py", body + "one more\n")
+    repo.commit("moved and edited")
+    (rename,) = source.renames(old, "HEAD")
+    assert (rename.old, rename.new) == ("long.py", "pkg/long.py")
+    assert 50 <= rename.similarity < 100
+
+
+def test_renames_of_unknown_revision(source: LocalGitSource) -> None:
+    with pytest.raises(NotFound):
+        source.renames("HEAD", "nope")
+
+
+# --------------------------------------------------------------------------- repositories
+
+
+def test_bare_repository(repo: GitRepo, tmp_path: Path) -> None:
+    bare = tmp_path / "bare.git"
+    repo.run("clone", "-q", "--bare", os.fspath(repo.path), os.fspath(bare))
+    with LocalGitSource(bare) as source:
+        assert source.resolve("HEAD") == repo.head
+        tree = source.tree("main")
+        assert source.read_blob(tree["src/app.py"]) == b"def main():\n    return 1\n"
+
+
+def test_a_subdirectory_of_a_working_copy_reads_the_whole_repository(repo: GitRepo) -> None:
+    with LocalGitSource(repo.path / "src") as source:
+        assert set(source.tree("HEAD")) == {"README.md", "src/app.py", "bin/run.sh"}
+
+
+def test_not_a_repository(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(NotFound, match=r"plain is not a git repository$"):
+        LocalGitSource(plain)
+    with pytest.raises(NotFound, match="no such directory"):
+        LocalGitSource(tmp_path / "missing")
+    with pytest.raises(NotFound, match="not a git repository"):
+        WorktreeSource(plain)
+
+
+def test_git_not_installed(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", os.fspath(empty))
+    with pytest.raises(SourceUnavailable, match="git is not installed"):
+        LocalGitSource(repo.path)
+    with pytest.raises(SourceUnavailable, match="git is not installed"):
+        find_working_copy(repo.path)
+
+
+def test_git_not_installed_after_construction(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with LocalGitSource(repo.path) as source:
+        monkeypatch.setenv("PATH", os.fspath(tmp_path))
+        with pytest.raises(SourceUnavailable, match="git is not installed"):
+            source.resolve("HEAD")
+        with pytest.raises(SourceUnavailable, match="git is not installed"):
+            source.renames("HEAD", "HEAD")
+
+
+def test_git_environment_of_a_hook_does_not_redirect(
+    repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = GitRepo(tmp_path / "other")
+    other.write("other.txt", "other\n")
+    other.commit("other")
+    monkeypatch.setenv("GIT_DIR", os.fspath(other.path / ".git"))
+    with LocalGitSource(repo.path) as source:
+        assert source.resolve("HEAD") == repo.head
+        assert "other.txt" not in source.tree("HEAD")
+
+
+# --------------------------------------------------------------------------- worktree
+
+
+@pytest.fixture
+def worktree(repo: GitRepo) -> Iterator[WorktreeSource]:
+    repo.write(".gitignore", "*.log\nbuild/\n")
+    repo.commit("ignore")
+    with WorktreeSource(repo.path) as source:
+        yield source
+
+
+def test_worktree_sees_edits_and_untracked_but_not_ignored_files(
+    repo: GitRepo, worktree: WorktreeSource
+) -> None:
+    edited = b"def main():\n    return 2\n"
+    repo.write("src/app.py", edited)
+    repo.write("notes/todo.md", "untracked\n")
+    repo.write("debug.log", "ignored\n")
+    repo.write("build/out.js", "ignored\n")
+    repo.remove("README.md")
+    assert worktree.resolve("HEAD") == "worktree"
+    assert worktree.resolve("any-branch-at-all") == "worktree"
+    tree = worktree.tree(worktree.resolve("HEAD"))
+    assert set(tree) == {".gitignore", "src/app.py", "bin/run.sh", "notes/todo.md"}
+    assert len(tree) == 4
+    assert tree["src/app.py"] == git_blob_sha(edited)
+    assert tree["bin/run.sh"] == repo.blob("bin/run.sh")  # unmodified: same as committed
+    assert "debug.log" not in tree
+    assert "README.md" not in tree
+    assert tree.get("build/out.js") is None
+    assert worktree.read_blob(tree["src/app.py"]) == edited
+
+
+def test_worktree_tree_is_live(repo: GitRepo, worktree: WorktreeSource) -> None:
+    tree = worktree.tree("worktree")
+    before = tree["src/app.py"]
+    repo.write("src/app.py", "def main():\n    return 3\n")
+    assert tree["src/app.py"] != before  # an edit is seen at once
+    repo.write("fresh.py", "new\n")
+    assert tree["fresh.py"] == git_blob_sha(b"new\n")  # so is a file created since listing
+    assert "fresh.py" in set(worktree.tree("worktree"))
+
+
+def test_worktree_read_blob_does_not_reopen_the_file(
+    repo: GitRepo, worktree: WorktreeSource
+) -> None:
+    repo.write("scratch.py", "x = 1\n")
+    sha = worktree.tree("worktree")["scratch.py"]
+    repo.remove("scratch.py")
+    assert worktree.read_blob(sha) == b"x = 1\n"
+
+
+def test_worktree_read_blob_falls_back_to_committed_objects(
+    repo: GitRepo, worktree: WorktreeSource
+) -> None:
+    committed = repo.blob("src/app.py")
+    repo.write("src/app.py", "changed\n")
+    assert worktree.read_blob(committed) == b"def main():\n    return 1\n"
+    with pytest.raises(NotFound):
+        worktree.read_blob("0" * 40)
+
+
+@symlinks
+def test_worktree_skips_symlinks(repo: GitRepo, worktree: WorktreeSource) -> None:
+    (repo.path / "link.md").symlink_to("README.md")
+    (repo.path / "outside.md").symlink_to("/etc/hostname")
+    tree = worktree.tree("worktree")
+    assert "link.md" not in tree
+    assert tree.get("outside.md") is None
+    assert "link.md" not in set(tree)
+
+
+def test_worktree_refuses_paths_outside_the_working_copy(
+    repo: GitRepo, worktree: WorktreeSource, tmp_path: Path
+) -> None:
+    (tmp_path / "secret.txt").write_text("secret\n")
+    tree = worktree.tree("worktree")
+    assert tree.get("../secret.txt") is None
+    assert tree.get(os.fspath(tmp_path / "secret.txt")) is None
+
+
+def test_worktree_other_revisions_and_bare(
+    repo: GitRepo, worktree: WorktreeSource, tmp_path: Path
+) -> None:
+    with pytest.raises(NotFound, match="only 'worktree'"):
+        worktree.tree(repo.head)
+    with pytest.raises(NotFound):
+        worktree.resolve("-rf")
+    bare = tmp_path / "bare.git"
+    repo.run("clone", "-q", "--bare", os.fspath(repo.path), os.fspath(bare))
+    with pytest.raises(NotFound, match="bare"):
+        WorktreeSource(bare)
+
+
+def test_worktree_from_a_subdirectory_uses_the_top_level(repo: GitRepo) -> None:
+    with WorktreeSource(repo.path / "src") as source:
+        assert source.root.resolve() == repo.path.resolve()
+        assert "README.md" in source.tree("worktree")
+
+
+def test_worktree_renames(repo: GitRepo, worktree: WorktreeSource) -> None:
+    repo.run("mv", "src/app.py", "src/main.py")
+    repo.remove("bin/run.sh")
+    found = worktree.renames(repo.head, "worktree")
+    assert set(found) == {Rename("src/app.py", "src/main.py", 100), Rename("bin/run.sh", None)}
+    assert set(worktree.renames("worktree", "worktree")) == set(found)  # from HEAD
+    assert set(worktree.renames("0" * 40, "worktree")) == set(found)  # unknown: from HEAD
+
+
+def test_worktree_renames_without_commits(tmp_path: Path) -> None:
+    empty = GitRepo(tmp_path / "empty")
+    empty.write("a.py", "a\n")
+    with WorktreeSource(empty.path) as source:
+        assert source.renames("worktree", "worktree") == []
+        assert set(source.tree("worktree")) == {"a.py"}
+
+
+# --------------------------------------------------------------------------- DictSource
+
+
+def test_dict_source() -> None:
+    source = DictSource({
+        "c1": {"app.py": "print(1)\n", "old.py": "gone\n", "img.bin": b"\x00\x01"},
+        "c2": {"src/app.py": "print(1)\n", "img.bin": b"\x00\x01"},
+    }, refs={"HEAD": "c2", "main": "c2", "v1": "c1"})
+    assert source.resolve("HEAD") == "c2"
+    assert source.resolve("v1") == "c1"
+    assert source.resolve("c1") == "c1"
+    tree = source.tree("c2")
+    assert tree["src/app.py"] == git_blob_sha(b"print(1)\n")
+    assert source.tree("main") is tree
+    assert source.read_blob(tree["img.bin"]) == b"\x00\x01"
+    assert source.blob_reads == {tree["img.bin"]: 1}
+    assert source.renames("c1", "c2") == [
+        Rename("app.py", "src/app.py", 100), Rename("old.py", None),
+    ]
+    with pytest.raises(NotFound):
+        source.resolve("nope")
+    with pytest.raises(NotFound):
+        source.read_blob("0" * 40)
+
+
+def test_dict_source_defaults_head_to_the_last_commit_and_can_move() -> None:
+    source = DictSource({"aaaa1111": {"a.py": "1\n"}, "aaaa2222": {"a.py": "2\n"}})
+    assert source.resolve("HEAD") == "aaaa2222"
+    assert source.resolve("aaaa1") == "aaaa1111"  # an unambiguous prefix
+    with pytest.raises(NotFound, match="ambiguous"):
+        source.resolve("aaaa")
+    source.refs["HEAD"] = "aaaa1111"
+    assert source.resolve("HEAD") == "aaaa1111"
+    source.add_commit("c3", {"a.py": "3\n"})
+    assert source.resolve("HEAD") == "c3"
+    assert source.commits == ("aaaa1111", "aaaa2222", "c3")
+    with pytest.raises(ValidationError):
+        DictSource({"c": {}}, refs={"HEAD": "missing"})
+
+
+def test_dict_source_simulates_an_outage() -> None:
+    source = DictSource({"c": {"a.py": "a\n"}})
+    sha = source.tree("HEAD")["a.py"]
+    source.fail_with = ConnectionError("network down")
+    calls: list[Any] = [
+        lambda: source.resolve("HEAD"), lambda: source.tree("c"),
+        lambda: source.read_blob(sha), lambda: source.renames("c", "c"),
+    ]
+    for call in calls:
+        with pytest.raises(SourceUnavailable, match="network down"):
+            call()
+    source.fail_with = SourceUnavailable("rate limited")
+    with pytest.raises(SourceUnavailable, match=r"^rate limited$"):
+        source.resolve("HEAD")
+    source.fail_with = None
+    assert source.read_blob(sha) == b"a\n"
+    with source:
+        pass
+    assert source.closed
+
+
+def test_dict_source_matches_a_real_repository(repo: GitRepo, source: LocalGitSource) -> None:
+    files: Mapping[str, bytes] = {
+        path: source.read_blob(sha) for path, sha in source.tree("HEAD").items()
+    }
+    fake = DictSource({"c": files})
+    assert dict(fake.tree("HEAD")) == dict(source.tree("HEAD"))
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("https://github.com/owner/name", "owner/name"),
+    ("https://github.com/owner/name.git", "owner/name"),
+    ("https://github.com/owner/name/", "owner/name"),
+    ("https://github.com/owner/name.git/", "owner/name"),
+    ("http://github.com/owner/name", "owner/name"),
+    ("git@github.com:owner/name.git", "owner/name"),
+    ("git@github.com:owner/name", "owner/name"),
+    ("github.com:owner/name.git", "owner/name"),
+    ("ssh://git@github.com/owner/name.git", "owner/name"),
+    ("ssh://git@github.com:22/owner/name.git", "owner/name"),
+    ("git://github.com/owner/name.git", "owner/name"),
+    ("https://user:s3cr3t-token@github.com/owner/name.git", "owner/name"),
+    ("https://x-access-token:ghp_abc@github.com/owner/name", "owner/name"),
+    ("https://github.example.com/team/service.git", "team/service"),
+    ("git@ghe.corp.internal:team/service.git", "team/service"),
+    ("https://gitlab.com/group/subgroup/name.git", "subgroup/name"),
+    ("ssh://git@host:2222/a/b/c/my.repo.git", "c/my.repo"),
+    ("https://github.com/only-owner", None),
+    ("/srv/git/owner/name.git", None),
+    ("file:///srv/git/owner/name.git", None),
+    ("C:\\repos\\owner\\name", None),
+    ("../relative/path", None),
+    ("", None),
+    ("https://github.com/owner/na me", None),
+])
+def test_parse_remote_url(url: str, expected: str | None) -> None:
+    assert parse_remote_url(url) == expected
+
+
+@pytest.mark.parametrize("url", [
+    "https://github.com/owner/name.git",
+    "git@github.com:owner/name.git",
+    "ssh://git@github.com:22/owner/name.git",
+    "https://user:s3cr3t@github.example.com/owner/name.git",
+    "https://gitlab.example.com/deep/group/owner/name",
+])
+def test_repo_from_remote(repo: GitRepo, url: str) -> None:
+    repo.run("remote", "add", "origin", url)
+    result = repo_from_remote(repo.path)
+    assert result == "owner/name"
+    assert "s3cr3t" not in str(result)
+
+
+def test_repo_from_remote_without_remote(repo: GitRepo, tmp_path: Path) -> None:
+    assert repo_from_remote(repo.path) is None
+    repo.run("remote", "add", "upstream", "git@github.com:up/stream.git")
+    assert repo_from_remote(repo.path) is None
+    assert repo_from_remote(repo.path, "upstream") == "up/stream"
+    assert repo_from_remote(repo.path, "--help") is None
+    assert repo_from_remote(tmp_path) is None  # not a repository at all
+
+
+def test_find_working_copy(repo: GitRepo, tmp_path: Path) -> None:
+    top = repo.path.resolve()
+    assert find_working_copy(repo.path) == top
+    assert find_working_copy(repo.path / "src") == top
+    assert find_working_copy(repo.path / "src" / "app.py") == top  # a file
+    assert find_working_copy(repo.path / "src" / "not" / "yet") == top  # not created yet
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    assert find_working_copy(outside) is None
+    assert find_working_copy(repo.path / ".git" / "objects") is None
+    bare = tmp_path / "bare.git"
+    repo.run("clone", "-q", "--bare", os.fspath(repo.path), os.fspath(bare))
+    assert find_working_copy(bare) is None

@@ -1,0 +1,368 @@
+"""Definitions in source files, found with tree-sitter: ladder step 4's raw material.
+
+A citation made inside a function should survive that function moving (another file,
+another place in the file, code inserted above it) but not the function changing. So
+when a memory is stored, the innermost definition around each cited range becomes the
+citation's :class:`~verified_memory.models.Anchor`: its qualified name (``Session.request``,
+``impl Trait for Type::fn``), node type and the hash of its normalised text. Later the
+verifier lists the definitions of the current file (:func:`definitions`), looks the name
+up (:func:`find`) and compares ``text_hash``: equal means relocated, different means
+changed.
+
+Design points:
+
+* Line numbers are the project's, not tree-sitter's. Tree-sitter counts rows by ``\\n``
+  only, while :func:`~verified_memory.anchors.normalize.split_lines` also splits on CR,
+  form feed and other separators. The text is therefore re-joined with ``\\n`` from
+  ``split_lines`` before parsing, so row *n* is line *n + 1* by construction. (A separator
+  inside a string literal then parses as a newline; tree-sitter recovers, and the line
+  numbering stays consistent with every other part of the system.)
+* ``text_hash`` is :func:`~verified_memory.anchors.hashing.text_hash` of the
+  definition's lines, the same hash citations use for their snippet: re-indentation,
+  blank lines, CRLF, tabs and re-wrapping a statement do not change it, a real edit does,
+  and an anchor's hash equals the snippet hash of a citation of exactly those lines.
+* Each blob is parsed at most once per process run: :class:`DefinitionIndex` keeps an
+  LRU cache keyed by (language, blob sha or text digest). The module-level functions use
+  one shared index.
+* Missing grammars never crash anything: :func:`language_for` still answers and parsing
+  returns no definitions, so such files fall back to line hashes alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING
+
+import xxhash
+
+from verified_memory.anchors._languages import (
+    EXTENSIONS,
+    GRAMMARS,
+    RULES,
+    definition_kind,
+    definition_patterns,
+    outer_span,
+    scope_labels,
+    simple_name,
+)
+from verified_memory.anchors.hashing import line_hashes, text_hash
+from verified_memory.anchors.normalize import split_lines
+from verified_memory.models import Anchor
+
+if TYPE_CHECKING:
+    from tree_sitter import Language, Node, Parser, Query
+
+__all__ = [
+    "DEFAULT_CACHE_SIZE",
+    "MAX_PARSE_BYTES",
+    "Definition",
+    "DefinitionIndex",
+    "anchor_for",
+    "available",
+    "default_index",
+    "definitions",
+    "find",
+    "innermost",
+    "language_for",
+]
+
+log = logging.getLogger(__name__)
+
+#: Parsed files kept per index. A cached file costs roughly its line count x 60 bytes.
+DEFAULT_CACHE_SIZE = 2048
+#: Larger texts (minified bundles, generated code) are not parsed: parsing them is slow
+#: and their definitions are not what memories cite. They fall back to line hashes.
+MAX_PARSE_BYTES = 4_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    """One named definition in a file.
+
+    ``start_line``/``end_line`` are 1-based and inclusive and cover what belongs to the
+    definition: Python decorators, a leading ``export``, Rust attributes. ``text_hash`` is
+    ``hashing.text_hash`` of those lines (whitespace-blind); ``line_hashes`` has one
+    ``hashing.hash_line`` per line, for line-level alignment (:mod:`.similarity`).
+    """
+
+    name: str  # qualified: "Class.method", "outer.inner", "impl Trait for Type::fn"
+    kind: str  # tree-sitter node type, e.g. "function_definition", "arrow_function"
+    start_line: int
+    end_line: int
+    text_hash: str
+    line_hashes: tuple[int, ...]
+
+    def contains(self, line_start: int, line_end: int) -> bool:
+        """Whether the whole range ``line_start..line_end`` lies inside this definition."""
+        return self.start_line <= line_start and line_end <= self.end_line
+
+    def anchor(self, line_start: int, language: str) -> Anchor:
+        """The anchor of a citation starting at ``line_start`` inside this definition."""
+        return Anchor(
+            kind=self.kind,
+            name=self.name,
+            text_hash=self.text_hash,
+            offset=line_start - self.start_line,
+            language=language,
+        )
+
+
+def language_for(path: str) -> str | None:
+    """The language of a file by its extension, or None when no grammar covers it.
+
+    Answers even when tree-sitter or a grammar is not installed (see :func:`available`).
+    """
+    _, ext = os.path.splitext(path)
+    return EXTENSIONS.get(ext.lower())
+
+
+def available(language: str) -> bool:
+    """Whether ``language``'s grammar loads here (tree-sitter and the wheel installed)."""
+    return _grammar(language) is not None
+
+
+def find(defs: Iterable[Definition], name: str) -> list[Definition]:
+    """Definitions with exactly this qualified name, in source order.
+
+    Several results are normal (overloads, ``if``/``else`` variants, duplicate names);
+    choosing between them is the verifier's job.
+    """
+    return [d for d in defs if d.name == name]
+
+
+def innermost(defs: Sequence[Definition], line_start: int, line_end: int) -> Definition | None:
+    """The definition with the fewest lines that contains the whole range, or None.
+
+    ``defs`` must be in source order (as :func:`definitions` returns them). Among equally
+    small candidates the first wins, which is the outermost when definitions nest on the
+    same lines (``type Props = { onClick(): void }`` anchors to ``Props``): its text is
+    exactly the cited lines, whereas an inner one is only part of them.
+    """
+    best: Definition | None = None
+    for d in defs:
+        if d.start_line > line_start:
+            break  # source order: nothing later can start early enough
+        if d.end_line >= line_end and (
+            best is None or d.end_line - d.start_line < best.end_line - best.start_line
+        ):
+            best = d
+    return best
+
+
+# --------------------------------------------------------------------------- grammars
+
+
+@dataclass(frozen=True, slots=True)
+class _Grammar:
+    name: str
+    language: Language
+    query: Query | None
+    separator: str
+
+
+@cache
+def _grammar(name: str) -> _Grammar | None:
+    """Load a grammar and compile its definition query, once per process.
+
+    Any failure (tree-sitter or the wheel missing, an ABI mismatch) is logged and gives
+    None, so the caller falls back to line hashes rather than failing a verification.
+    """
+    spec = GRAMMARS.get(name)
+    rules = RULES.get(name)
+    if spec is None or rules is None:
+        return None
+    module_name, function_name = spec
+    try:
+        ts = importlib.import_module("tree_sitter")
+        module = importlib.import_module(module_name)
+        language = ts.Language(getattr(module, function_name)())
+    except Exception as exc:  # ImportError, ValueError (ABI), anything a wheel may raise
+        log.warning("tree-sitter grammar for %s unavailable (%s); using line hashes", name, exc)
+        return None
+    valid: list[str] = []
+    for pattern in definition_patterns(rules, language):
+        try:
+            ts.Query(language, pattern)
+        except Exception as exc:  # QueryError: a node type or field this grammar lacks
+            log.debug("skipping query pattern %r for %s: %s", pattern, name, exc)
+            continue
+        valid.append(pattern)
+    query = ts.Query(language, "\n".join(valid)) if valid else None
+    return _Grammar(name, language, query, rules.separator)
+
+
+# ----------------------------------------------------------------------------- parsing
+
+_local = threading.local()
+
+
+def _parser(grammar: _Grammar) -> Parser:
+    """A parser for this grammar owned by the calling thread (parsers are not thread-safe)."""
+    parsers: dict[str, Parser] | None = getattr(_local, "parsers", None)
+    if parsers is None:
+        parsers = _local.parsers = {}
+    parser = parsers.get(grammar.name)
+    if parser is None:
+        ts = importlib.import_module("tree_sitter")
+        parser = parsers[grammar.name] = ts.Parser(grammar.language)
+    return parser
+
+
+def _extract(grammar: _Grammar, lines: Sequence[str]) -> tuple[Definition, ...]:
+    """Parse ``lines`` and list their definitions in source order with qualified names."""
+    if grammar.query is None:
+        return ()
+    joined = "\n".join(lines).removeprefix("\ufeff")  # a BOM would parse as an error
+    source = joined.encode("utf-8", errors="surrogatepass")
+    if len(source) > MAX_PARSE_BYTES:
+        log.info("not parsing a %d-byte file: over MAX_PARSE_BYTES", len(source))
+        return ()
+    ts = importlib.import_module("tree_sitter")
+    tree = _parser(grammar).parse(source)
+    captures = ts.QueryCursor(grammar.query).captures(tree.root_node)
+    nodes: list[Node] = captures.get("def", [])
+    # capture order is not source order; outer before inner for equal starts
+    nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
+    hashes = line_hashes(lines)
+    separator = grammar.separator
+
+    result: list[Definition] = []
+    # Definitions enclosing the current one: (end byte, node id, qualified name or None).
+    open_defs: list[tuple[int, int, str | None]] = []
+    seen: set[int] = set()
+    for node in nodes:
+        if node.id in seen:
+            continue  # matched by two patterns
+        seen.add(node.id)
+        end_byte = node.end_byte
+        while open_defs and open_defs[-1][0] < end_byte:
+            open_defs.pop()  # ends before this one does: not an ancestor
+        parent_name = open_defs[-1][2] if open_defs else None
+        name = simple_name(node, grammar.name)
+        qualified: str | None = None
+        if name:
+            parent = node.parent
+            if parent is not None and parent.type == "object":
+                stop = open_defs[-1][1] if open_defs else None
+                labels = scope_labels(node, stop)
+                if labels:
+                    name = ".".join([*labels, name])
+            qualified = f"{parent_name}{separator}{name}" if parent_name else name
+        # an anonymous definition is skipped, and its children are named after the
+        # nearest named definition around it
+        open_defs.append((end_byte, node.id, qualified or parent_name))
+        if not qualified:
+            continue
+        first, last = outer_span(node)
+        result.append(
+            Definition(
+                name=qualified,
+                kind=definition_kind(node),
+                start_line=first + 1,
+                end_line=last + 1,
+                text_hash=text_hash(lines[first : last + 1]),
+                line_hashes=hashes[first : last + 1],
+            )
+        )
+    # nodes were sorted by their own start; spans may start earlier (decorators)
+    result.sort(key=lambda d: (d.start_line, -d.end_line))
+    return tuple(result)
+
+
+class DefinitionIndex:
+    """Definitions per file, parsed at most once per blob (an LRU of ``maxsize`` files).
+
+    The verifier should pass the git blob sha as ``key``: it names the content exactly
+    and saves hashing the text. Without a key, an xxh3-128 digest of the text is used.
+    ``parses`` counts real parses (cache misses), for tests and telemetry. Thread-safe.
+    """
+
+    def __init__(self, maxsize: int = DEFAULT_CACHE_SIZE) -> None:
+        self.maxsize = maxsize
+        self.parses = 0
+        self._cache: OrderedDict[tuple[str, str], tuple[Definition, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def definitions(
+        self, path: str, text: str, key: str | None = None
+    ) -> tuple[Definition, ...]:
+        """Every definition in ``text`` (the content of ``path``), in source order.
+
+        Empty for unsupported languages, missing grammars, empty files and unparseable
+        input; syntax errors give whatever still parses.
+        """
+        language = language_for(path)
+        if language is None:
+            return ()
+        grammar = _grammar(language)
+        if grammar is None:
+            return ()
+        cache_key = (language, key if key is not None else _digest(text))
+        with self._lock:
+            cached = self._cache.get(cache_key)
+            if cached is not None:
+                self._cache.move_to_end(cache_key)
+                return cached
+        try:
+            found = _extract(grammar, split_lines(text))
+        except Exception:  # a grammar bug must cost an anchor, not a verification
+            log.exception("tree-sitter failed on %s; using line hashes", path)
+            found = ()
+        with self._lock:
+            self.parses += 1
+            self._cache[cache_key] = found
+            self._cache.move_to_end(cache_key)
+            while len(self._cache) > self.maxsize:
+                self._cache.popitem(last=False)
+        return found
+
+    def anchor_for(
+        self, path: str, text: str, line_start: int, line_end: int, key: str | None = None
+    ) -> Anchor | None:
+        """The anchor of a citation: the innermost definition containing the whole range.
+
+        None when no definition contains it or the language is not supported.
+        """
+        language = language_for(path)
+        if language is None:
+            return None
+        found = innermost(self.definitions(path, text, key), line_start, line_end)
+        return found.anchor(line_start, language) if found is not None else None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+
+def _digest(text: str) -> str:
+    return "xxh128:" + xxhash.xxh3_128_hexdigest(text.encode("utf-8", errors="surrogatepass"))
+
+
+_default = DefinitionIndex()
+
+
+def default_index() -> DefinitionIndex:
+    """The process-wide index behind :func:`definitions` and :func:`anchor_for`."""
+    return _default
+
+
+def definitions(path: str, text: str, key: str | None = None) -> tuple[Definition, ...]:
+    """Every definition in a file, in source order (see :meth:`DefinitionIndex.definitions`)."""
+    return _default.definitions(path, text, key)
+
+
+def anchor_for(
+    path: str, text: str, line_start: int, line_end: int, key: str | None = None
+) -> Anchor | None:
+    """The innermost definition around ``line_start..line_end`` as an Anchor, or None."""
+    return _default.anchor_for(path, text, line_start, line_end, key)

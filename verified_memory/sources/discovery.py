@@ -1,0 +1,94 @@
+"""Where am I? The working copy around a directory, and the ``owner/name`` it comes from.
+
+Entry points use this to pick defaults (DESIGN.md, Defaults): run inside a git working
+copy, the local repository is the code source and its ``origin`` remote names the
+repository that memories are filed under.
+
+A remote URL may carry credentials (``https://user:token@host/...``). Only the last two
+path segments ever leave ``parse_remote_url``; the URL itself is never returned, logged
+or put into an error message.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from verified_memory.errors import ValidationError
+from verified_memory.models import validate_repo
+from verified_memory.sources.local_git import run_git
+
+__all__ = ["find_working_copy", "parse_remote_url", "repo_from_remote"]
+
+#: scp-like syntax: ``[user@]host:path`` (git reads a ':' before any '/' this way).
+_SCP_LIKE = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^@/:]+):(?P<path>.*)$")
+
+
+def find_working_copy(start: str | os.PathLike[str]) -> Path | None:
+    """The top level of the git working copy containing ``start``, or None.
+
+    None too for a bare repository or the inside of a ``.git`` directory: neither has
+    files on disk to cite. A ``start`` that does not exist yet is looked up from its
+    nearest existing parent. Raises ``SourceUnavailable`` only when git is missing.
+    """
+    probe = Path(start).absolute()
+    while not probe.is_dir():
+        if probe.parent == probe:
+            return None
+        probe = probe.parent
+    proc = run_git(probe, "rev-parse", "--show-toplevel")
+    top = proc.stdout.rstrip(b"\r\n")
+    if proc.returncode != 0 or not top:  # old gits print nothing in a bare repository
+        return None
+    return Path(os.fsdecode(top))
+
+
+def repo_from_remote(working_copy: str | os.PathLike[str], remote: str = "origin") -> str | None:
+    """``owner/name`` of a remote of ``working_copy`` (None without such a remote).
+
+    Uses ``git remote get-url``, so ``url.<base>.insteadOf`` rewrites are applied as git
+    itself would apply them.
+    """
+    if not remote or remote.startswith("-") or any(ch.isspace() for ch in remote):
+        return None
+    proc = run_git(Path(working_copy), "remote", "get-url", remote)
+    if proc.returncode != 0:
+        return None
+    return parse_remote_url(proc.stdout.decode("utf-8", "replace").strip())
+
+
+def parse_remote_url(url: str) -> str | None:
+    """``owner/name`` from a git remote URL, or None for a local path or nonsense.
+
+    Understands ``https://host/owner/name(.git)(/)``, ``http://``, ``git://``,
+    ``ssh://[user@]host[:port]/owner/name.git``, scp-like ``git@host:owner/name.git``,
+    credentials in the URL (dropped), any host (GitHub Enterprise, GitLab), and deeper
+    paths (``group/subgroup/name``: the last two segments are taken). ``file://`` URLs
+    and plain paths name no hosted repository, so they give None.
+    """
+    url = url.strip()
+    if "://" in url:
+        try:
+            parts = urlsplit(url)
+            host = parts.hostname
+        except ValueError:  # e.g. a malformed port; do not echo the URL (credentials)
+            return None
+        if parts.scheme.lower() == "file" or not host:
+            return None
+        path = parts.path
+    else:
+        match = _SCP_LIKE.match(url)
+        # A one-letter "host" is a Windows drive (C:\repo), i.e. a local path.
+        if match is None or len(match["host"]) == 1:
+            return None
+        path = match["path"]
+    segments = [unquote(s) for s in path.replace("\\", "/").split("/") if s]
+    if len(segments) < 2:
+        return None
+    owner, name = segments[-2], segments[-1].removesuffix(".git")
+    try:
+        return validate_repo(f"{owner}/{name}")
+    except ValidationError:
+        return None

@@ -1,0 +1,464 @@
+"""A ``CodeSource`` over a local git repository: a working copy or a bare repository.
+
+Cost model (DESIGN.md): one long-lived ``git cat-file --batch`` process answers every
+ref resolution and blob read of a source, so a thousand blob reads cost a thousand pipe
+round trips, not a thousand process starts. ``git ls-tree`` runs once per commit and
+``git diff-tree`` once per pair of commits. All three answers are cached, because
+commits and blobs are immutable: a cached answer can never go stale.
+
+Errors: git's own failures never reach a caller raw. A path that is not a repository,
+an unknown ref or an unknown blob raise ``NotFound``; git missing from ``PATH``, a
+cat-file process that died, a pipe that broke or a reply that makes no sense raise
+``SourceUnavailable`` (the verifier turns that into ``unverifiable``, not a verdict).
+
+This module also holds the small git helpers that ``worktree`` and ``discovery`` share
+(``git_env``, ``run_git``, ``MemoryBlobCache``), so that every git process this package starts
+runs in the same scrubbed environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType, TracebackType
+from typing import IO, Self
+
+from verified_memory.errors import NotFound, SourceUnavailable
+from verified_memory.sources.base import Rename
+
+__all__ = ["LocalGitSource", "MemoryBlobCache", "git_env", "run_git"]
+
+#: Variables that tell git which repository to use. A git hook (or any parent git
+#: process) sets some of them, and they would silently override ``-C <path>``.
+_REPO_LOCATING_VARS = frozenset({
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_PREFIX",
+})
+
+#: A full object id (sha1 or sha256 repositories). Only these are cache keys: a short
+#: sha or a ref name can come to mean something else, an object id cannot.
+FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+_DEFAULT_TIMEOUT = 120.0  # seconds; local git is fast, a hang (dead NFS mount) is not
+_DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
+_MAX_CACHED_TREES = 16  # a long-lived server sees HEAD move; keep the recent ones only
+
+
+def git_env() -> dict[str, str]:
+    """The environment for every git process we start.
+
+    No prompts, no pagers, no optional index locks (we must not fight the user's own
+    git for ``index.lock``), messages in English (we match a few of them), and no
+    replace objects: with ``refs/replace`` honoured, a blob sha would no longer name
+    the bytes it hashes, and step 1 of the ladder relies on exactly that.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in _REPO_LOCATING_VARS}
+    env.update(
+        GIT_TERMINAL_PROMPT="0",
+        GIT_PAGER="cat",
+        PAGER="cat",
+        GIT_OPTIONAL_LOCKS="0",
+        GIT_NO_REPLACE_OBJECTS="1",
+        LC_ALL="C",
+        LANGUAGE="C",
+    )
+    return env
+
+
+def git_command(path: Path, *args: str) -> list[str]:
+    """``git -C <path> ...`` with repository-configured hooks we never want disabled.
+
+    ``core.fsmonitor`` names a program that git runs on status-like commands; a
+    repository we were merely pointed at should not get to run code through us.
+    """
+    return ["git", "-c", "core.fsmonitor=false", "-C", os.fspath(path), *args]
+
+
+def run_git(
+    path: Path, *args: str, timeout: float = _DEFAULT_TIMEOUT
+) -> subprocess.CompletedProcess[bytes]:
+    """Run one git command to completion; the caller judges the exit code.
+
+    Only the failure to run git at all is turned into an error here (``SourceUnavailable``:
+    git is missing, or hung), because what a non-zero exit means depends on the command.
+    """
+    try:
+        return subprocess.run(
+            git_command(path, *args),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=git_env(),
+            timeout=timeout,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise SourceUnavailable("git is not installed (or not on PATH)") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise SourceUnavailable(f"git {args[0]} in {path} took longer than {timeout:g}s") from exc
+    except OSError as exc:
+        raise SourceUnavailable(f"could not run git in {path}: {exc}") from exc
+
+
+def git_message(proc: subprocess.CompletedProcess[bytes]) -> str:
+    """The last line git wrote to stderr, without its ``fatal:`` prefix (for messages)."""
+    lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines()]
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        return f"git exited with status {proc.returncode}"
+    last = lines[-1]
+    for prefix in ("fatal: ", "error: "):
+        last = last.removeprefix(prefix)
+    return last
+
+
+def check_repository(path: Path) -> None:
+    """Raise ``NotFound`` (one line, naming the path) unless ``path`` is in a repository."""
+    if not path.is_dir():
+        raise NotFound(f"{path} is not a git repository (no such directory)")
+    proc = run_git(path, "rev-parse", "--git-dir")
+    if proc.returncode == 0:
+        return
+    message = git_message(proc)
+    if "dubious ownership" in message:
+        # git refuses, for safety, to read a repository owned by someone else.
+        raise SourceUnavailable(
+            f"git refuses to read {path}: it is owned by another user "
+            f"(see 'git config --global --add safe.directory')"
+        )
+    raise NotFound(f"{path} is not a git repository")
+
+
+def decode_path(raw: bytes) -> str:
+    """A path as git printed it (``-z``: unquoted bytes), as ``os.fsdecode`` would."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def check_ref(ref: object, where: Path | str) -> str:
+    """Reject what can never be a ref before it reaches a git command line or pipe.
+
+    Whitespace would split the cat-file request line, and a leading '-' would be read
+    as an option by the commands that take a revision argument.
+    """
+    if not isinstance(ref, str) or not ref:
+        raise NotFound(f"ref {ref!r} does not exist in {where}: a ref must be a non-empty string")
+    if ref.startswith("-") or any(ch.isspace() or ch == "\x00" for ch in ref):
+        raise NotFound(
+            f"ref {ref!r} does not exist in {where}: "
+            "a ref cannot start with '-' or contain whitespace"
+        )
+    return ref
+
+
+class MemoryBlobCache:
+    """A bounded map blob sha -> bytes, least recently used first out.
+
+    Blobs are immutable, so an entry never goes stale; the bound only keeps a
+    long-lived server's memory in check. A blob larger than the whole budget is
+    not kept. Thread-safe.
+    """
+
+    def __init__(self, max_bytes: int = _DEFAULT_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._data: OrderedDict[str, bytes] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, sha: str) -> bytes | None:
+        with self._lock:
+            data = self._data.get(sha)
+            if data is not None:
+                self._data.move_to_end(sha)
+            return data
+
+    def put(self, sha: str, data: bytes) -> None:
+        if len(data) > self.max_bytes:
+            return
+        with self._lock:
+            if sha in self._data:
+                self._data.move_to_end(sha)
+                return
+            self._data[sha] = data
+            self._size += len(data)
+            while self._size > self.max_bytes:
+                _, dropped = self._data.popitem(last=False)
+                self._size -= len(dropped)
+
+    def __contains__(self, sha: object) -> bool:
+        return sha in self._data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+@dataclass(frozen=True, slots=True)
+class _Object:
+    sha: str
+    type: str
+    body: bytes
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """End a cat-file process politely (EOF on stdin), then firmly; close its pipes."""
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):  # already gone: nothing left to flush
+            proc.stdin.close()
+    try:
+        proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+class _CatFile:
+    """The one ``git cat-file --batch`` process of a source, started on first use.
+
+    Not locked itself: the owning source holds its lock around every ``query``. When
+    the process dies or a reply is garbled, it is discarded (so the next query starts
+    a fresh one) and ``SourceUnavailable`` is raised.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._finalizer: weakref.finalize[[subprocess.Popen[bytes]], _CatFile] | None = None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        try:
+            proc = subprocess.Popen(
+                git_command(self.path, "cat-file", "--batch"),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,  # never read: a full stderr pipe would hang git
+                env=git_env(),
+            )
+        except FileNotFoundError as exc:
+            raise SourceUnavailable("git is not installed (or not on PATH)") from exc
+        except OSError as exc:
+            raise SourceUnavailable(f"could not start git cat-file in {self.path}: {exc}") from exc
+        # Stop the process even if the owner is garbage-collected without close().
+        self._finalizer = weakref.finalize(self, _stop, proc)
+        self.proc = proc
+        return proc
+
+    def close(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # runs at most once
+        self._finalizer = None
+        self.proc = None
+
+    def query(self, name: str) -> _Object | str:
+        """Ask for one object; an ``_Object``, or git's word for why not ('missing')."""
+        proc = self.proc or self._start()
+        stdin, stdout = proc.stdin, proc.stdout
+        assert stdin is not None
+        assert stdout is not None
+        try:
+            stdin.write(name.encode("utf-8", "surrogateescape") + b"\n")
+            stdin.flush()
+            header = stdout.readline()
+            reply = self._parse(header, stdout)
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise SourceUnavailable(
+                f"git cat-file in {self.path} stopped answering: {exc}"
+            ) from exc
+        return reply
+
+    def _parse(self, header: bytes, stdout: IO[bytes]) -> _Object | str:
+        if not header.endswith(b"\n"):
+            raise ValueError("the process ended" if not header else "truncated reply")
+        fields = header[:-1].split(b" ")
+        if len(fields) == 2 or (len(fields) > 1 and fields[-1] in (b"missing", b"ambiguous")):
+            return fields[-1].decode("ascii", "replace")
+        if len(fields) != 3:
+            raise ValueError(f"unexpected reply {header[:200]!r}")
+        sha, kind, size_text = fields
+        size = int(size_text)
+        body = stdout.read(size + 1)
+        if len(body) != size + 1 or body[-1:] != b"\n":
+            raise ValueError(f"short read: {len(body)} of {size + 1} bytes")
+        return _Object(sha.decode("ascii"), kind.decode("ascii"), body[:-1])
+
+
+class LocalGitSource:
+    """Code from a local repository (working copy or bare), read through git itself.
+
+    Use as a context manager, or call ``close()``, to stop the cat-file process (it is
+    also stopped when the source is garbage-collected). Safe to share between threads:
+    one lock serialises the pipe, and the caches are filled idempotently.
+
+    ``resolve`` is never cached: a branch moves. Everything keyed by an object id is.
+    """
+
+    pins_commits: bool = True
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, cache_bytes: int = _DEFAULT_CACHE_BYTES
+    ) -> None:
+        self.path = Path(path).absolute()
+        check_repository(self.path)
+        self._lock = threading.Lock()  # guards the cat-file pipe (and blob read-once)
+        self._catfile = _CatFile(self.path)
+        self._blobs = MemoryBlobCache(cache_bytes)
+        self._trees: OrderedDict[str, Mapping[str, str]] = OrderedDict()
+        self._renames: dict[tuple[str, str], tuple[Rename, ...]] = {}
+        self._cache_lock = threading.Lock()  # guards _trees and _renames
+
+    def __repr__(self) -> str:
+        return f"LocalGitSource({os.fspath(self.path)!r})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the cat-file process. Safe to call twice; a later call starts a new one."""
+        with self._lock:
+            self._catfile.close()
+
+    # ------------------------------------------------------------------ the Protocol
+
+    def resolve(self, ref: str) -> str:
+        """The commit ``ref`` names now (branch, tag, ``HEAD``, short or full sha, ``HEAD~2``).
+
+        Tags are peeled to their commit. An unknown or ambiguous ref raises ``NotFound``.
+        """
+        check_ref(ref, self.path)
+        with self._lock:
+            reply = self._catfile.query(f"{ref}^{{commit}}")
+        if isinstance(reply, str):
+            why = "is ambiguous" if reply == "ambiguous" else "does not exist"
+            raise NotFound(f"ref {ref!r} {why} in {self.path}")
+        return reply.sha
+
+    def read_blob(self, blob_sha: str) -> bytes:
+        """The bytes of a blob, read through the shared pipe at most once (then cached)."""
+        if not isinstance(blob_sha, str) or not FULL_SHA.fullmatch(blob_sha):
+            raise NotFound(f"blob {blob_sha!r} does not exist in {self.path}: not a full object id")
+        with self._lock:  # held across check-read-store so two threads read a blob once
+            cached = self._blobs.get(blob_sha)
+            if cached is not None:
+                return cached
+            reply = self._catfile.query(blob_sha)
+            if isinstance(reply, str):
+                raise NotFound(f"blob {blob_sha} does not exist in {self.path}")
+            if reply.type != "blob":
+                raise NotFound(f"object {blob_sha} in {self.path} is a {reply.type}, not a blob")
+            self._blobs.put(blob_sha, reply.body)
+            return reply.body
+
+    def tree(self, revision: str) -> Mapping[str, str]:
+        """Every regular file at ``revision``: path -> blob sha (read-only, cached per commit).
+
+        Symlinks (mode 120000) and submodules (160000) are left out: neither has lines
+        of code in this repository that a citation could point at.
+        """
+        with self._cache_lock:
+            cached = self._trees.get(revision)
+        if cached is not None:
+            return cached
+        commit = self.resolve(revision)
+        with self._cache_lock:
+            cached = self._trees.get(commit)
+        if cached is not None:
+            return cached
+        files = MappingProxyType(self._ls_tree(commit))
+        with self._cache_lock:
+            cached = self._trees.setdefault(commit, files)
+            while len(self._trees) > _MAX_CACHED_TREES:
+                self._trees.popitem(last=False)
+        return cached
+
+    def renames(self, old_revision: str, new_revision: str) -> Sequence[Rename]:
+        """Renames (with git's similarity, 0-100) and deletions from ``old`` to ``new``.
+
+        Uses ``git diff-tree -M``, the plumbing twin of ``git diff --name-status -M``,
+        because plumbing ignores user configuration (``color.ui``, ``diff.relative``)
+        that could change the output we parse.
+        """
+        key = (self.resolve(old_revision), self.resolve(new_revision))
+        with self._cache_lock:
+            cached = self._renames.get(key)
+        if cached is not None:
+            return cached
+        proc = run_git(
+            self.path, "diff-tree", "-r", "-z", "--name-status", "--find-renames",
+            "--diff-filter=DR", key[0], key[1], "--",
+        )
+        if proc.returncode != 0:
+            raise SourceUnavailable(
+                f"git diff-tree {key[0][:12]} {key[1][:12]} failed in {self.path}: "
+                f"{git_message(proc)}"
+            )
+        found = tuple(parse_name_status(proc.stdout))
+        with self._cache_lock:
+            return self._renames.setdefault(key, found)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _ls_tree(self, commit: str) -> dict[str, str]:
+        proc = run_git(self.path, "ls-tree", "-r", "-z", "--full-tree", commit)
+        if proc.returncode != 0:
+            # The commit resolved a moment ago, so this is a broken or partial repository.
+            raise SourceUnavailable(
+                f"git ls-tree {commit[:12]} failed in {self.path}: {git_message(proc)}"
+            )
+        return parse_ls_tree(proc.stdout)
+
+
+def parse_ls_tree(output: bytes) -> dict[str, str]:
+    """``git ls-tree -r -z`` output -> path -> blob sha, regular files only."""
+    files: dict[str, str] = {}
+    for entry in output.split(b"\0"):
+        if not entry:
+            continue
+        meta, _, raw_path = entry.partition(b"\t")
+        mode, kind, sha = meta.split(b" ")
+        # 100644 and 100755 (git canonicalises historic modes such as 100664 to these);
+        # 120000 is a symlink, 160000 a submodule commit, 040000 never appears with -r.
+        if kind == b"blob" and mode.startswith(b"100"):
+            files[decode_path(raw_path)] = sha.decode("ascii")
+    return files
+
+
+def parse_name_status(output: bytes) -> list[Rename]:
+    """``git diff --name-status -z`` output -> renames and deletions, in git's order.
+
+    Each record is a status token then one path, or two for renames and copies
+    (``R<score>`` / ``C<score>``). Copies leave the old path in place, so they are not
+    reported; additions and modifications are not either.
+    """
+    tokens = output.split(b"\0")
+    found: list[Rename] = []
+    i = 0
+    while i < len(tokens) and tokens[i]:
+        status = tokens[i].decode("ascii", "replace")
+        if status[:1] in ("R", "C"):
+            old, new = decode_path(tokens[i + 1]), decode_path(tokens[i + 2])
+            i += 3
+            if status[0] == "R":
+                score = int(status[1:]) if status[1:].isdigit() else 100
+                found.append(Rename(old, new, score))
+        else:
+            path = decode_path(tokens[i + 1])
+            i += 2
+            if status == "D":
+                found.append(Rename(path, None))
+    return found

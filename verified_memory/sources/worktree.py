@@ -1,0 +1,307 @@
+"""A ``CodeSource`` over the files on disk of a working copy, edits and all.
+
+An agent cites code it is looking at, which is often not committed yet. This source
+serves exactly that: tracked files as they are on disk (modified or not) plus untracked
+files that ``.gitignore`` does not exclude. There is one revision, ``"worktree"``, and
+since it is not a commit, ``pins_commits`` is False: citations made here carry no
+commit sha.
+
+Freshness over caching: the working tree changes under a long-lived server, and an
+agent may edit a file and verify a memory in the same second. So ``tree()`` returns a
+live, lazy view: a lookup checks the file's ``lstat`` signature and hashes it again when
+it changed (or changed so recently that the signature cannot be trusted, as git's
+"racy clean" rule has it). The file list (``git ls-files``) is taken once and taken
+again only when a full iteration needs it or a lookup finds a file created after it.
+Hashed bytes are kept by blob sha, so ``read_blob`` after a lookup does not read the
+file again.
+
+Blob shas are those of the bytes on disk. Where git applies filters (``core.autocrlf``,
+``.gitattributes`` eol or clean filters) they can differ from the committed blob of an
+unmodified file; the ladder's step 2 (same lines, by hash) still recognises the code.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from verified_memory.errors import NotFound, SourceUnavailable
+from verified_memory.sources.base import Rename, git_blob_sha
+from verified_memory.sources.discovery import find_working_copy
+from verified_memory.sources.local_git import (
+    FULL_SHA,
+    LocalGitSource,
+    MemoryBlobCache,
+    check_ref,
+    check_repository,
+    decode_path,
+    parse_name_status,
+    run_git,
+)
+
+__all__ = ["REVISION", "WorktreeSource", "WorktreeTree"]
+
+#: The one revision a working tree has; ``resolve`` returns it for every ref.
+REVISION = "worktree"
+
+#: A file modified less than this long before we hashed it may be modified again
+#: without its mtime changing (coarse timestamps), so its hash is not trusted later.
+_RACY_NS = 2_000_000_000
+
+_Signature = tuple[int, int, int, int]
+
+
+def _signature(st: os.stat_result) -> _Signature:
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class _Hashed:
+    signature: _Signature
+    sha: str
+    trusted: bool  # False: hash again on next lookup even if the signature is the same
+
+
+class WorktreeSource:
+    """Files on disk of the working copy that contains ``path`` (its top level is used).
+
+    A bare repository, or a directory outside any working copy, raises ``NotFound``.
+    ``read_blob`` also serves blobs from the repository's object database (a committed
+    version of a file), through a ``LocalGitSource`` started only when needed.
+    """
+
+    pins_commits: bool = False
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, cache_bytes: int = 256 * 1024 * 1024
+    ) -> None:
+        given = Path(path).absolute()
+        check_repository(given)
+        root = find_working_copy(given)
+        if root is None:
+            raise NotFound(f"{given} is a bare repository: it has no working tree")
+        self.root = root
+        self._lock = threading.RLock()
+        self._blobs = MemoryBlobCache(cache_bytes)
+        self._hashed: dict[str, _Hashed] = {}
+        self._sha_paths: dict[str, str] = {}  # blob sha -> a path that had it
+        self._listed: frozenset[str] | None = None
+        self._listed_order: tuple[str, ...] = ()
+        self._listed_at_ns = 0
+        self._objects: LocalGitSource | None = None
+
+    def __repr__(self) -> str:
+        return f"WorktreeSource({os.fspath(self.root)!r})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the object-database helper, if one was started. Safe to call twice."""
+        with self._lock:
+            if self._objects is not None:
+                self._objects.close()
+                self._objects = None
+
+    # ------------------------------------------------------------------ the Protocol
+
+    def resolve(self, ref: str) -> str:
+        """Always ``"worktree"``: whatever ref is asked for, this source serves the disk.
+
+        The ref is still checked for shape (no whitespace, no leading '-') so that a
+        malformed one fails here as it would with any other source.
+        """
+        check_ref(ref, self.root)
+        return REVISION
+
+    def tree(self, revision: str) -> Mapping[str, str]:
+        """A live view of the working tree: path -> blob sha of the bytes on disk now."""
+        if revision != REVISION:
+            raise NotFound(
+                f"revision {revision!r} is not available from the working tree of "
+                f"{self.root}; it has only {REVISION!r}"
+            )
+        return WorktreeTree(self)
+
+    def read_blob(self, blob_sha: str) -> bytes:
+        """Bytes hashed earlier (no new read), else the file again, else git's objects."""
+        cached = self._blobs.get(blob_sha)
+        if cached is not None:
+            return cached
+        path = self._sha_paths.get(blob_sha)
+        if path is not None:
+            data = self._read(path)
+            if data is not None and git_blob_sha(data) == blob_sha:
+                self._blobs.put(blob_sha, data)
+                return data
+        if not isinstance(blob_sha, str) or not FULL_SHA.fullmatch(blob_sha):
+            raise NotFound(f"blob {blob_sha!r} does not exist in {self.root}")
+        with self._lock:
+            if self._objects is None:
+                self._objects = LocalGitSource(self.root)
+            objects = self._objects
+        try:
+            return objects.read_blob(blob_sha)
+        except NotFound:
+            raise NotFound(
+                f"blob {blob_sha} is neither in the working tree nor in the repository "
+                f"at {self.root}"
+            ) from None
+
+    def renames(self, old_revision: str, new_revision: str) -> Sequence[Rename]:
+        """Renames and deletions from a commit to the files on disk (``git diff -M``).
+
+        ``old_revision`` is used when it names a commit here, else ``HEAD``. Files moved
+        to a path git does not track yet show up as deletions only. A repository with
+        no commits, or any failure, gives an empty list: the verifier then searches
+        the tree instead.
+        """
+        bases = [old_revision] if old_revision != REVISION else []
+        for base in [*bases, "HEAD"]:
+            try:
+                check_ref(base, self.root)
+                proc = run_git(
+                    self.root, "diff", "--no-color", "--no-ext-diff", "--name-status", "-z",
+                    "--find-renames", "--diff-filter=DR", base, "--",
+                )
+            except (NotFound, SourceUnavailable):
+                continue
+            if proc.returncode == 0:
+                return parse_name_status(proc.stdout)
+        return []
+
+    # ------------------------------------------------------------------ helpers
+
+    def listing(self, *, refresh: bool = False) -> tuple[str, ...]:
+        """Tracked and untracked-but-not-ignored paths (``git ls-files -co``), as listed.
+
+        Deleted tracked files are still in the list; lookups filter them out.
+        """
+        with self._lock:
+            if self._listed is None or refresh:
+                started = time.time_ns()
+                proc = run_git(self.root, "ls-files", "-z", "-c", "-o", "--exclude-standard")
+                if proc.returncode != 0:
+                    raise SourceUnavailable(
+                        f"git ls-files failed in {self.root}: "
+                        + proc.stderr.decode("utf-8", "replace").strip()[:200]
+                    )
+                order = tuple(
+                    dict.fromkeys(decode_path(p) for p in proc.stdout.split(b"\0") if p)
+                )
+                self._listed_order = order
+                self._listed = frozenset(order)
+                self._listed_at_ns = started
+            return self._listed_order
+
+    def stat(self, path: str) -> os.stat_result | None:
+        """``lstat`` of a listed regular file (not a symlink), else None."""
+        if not isinstance(path, str) or not _safe(path):
+            return None
+        self.listing()
+        try:
+            st = os.lstat(self.root / path)
+        except (OSError, ValueError):
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        with self._lock:
+            assert self._listed is not None
+            if path not in self._listed:
+                if st.st_ctime_ns < self._listed_at_ns:
+                    return None  # older than the list, so ignored on purpose
+                self.listing(refresh=True)  # created after we listed: list again
+                if path not in self._listed:
+                    return None
+        return st
+
+    def blob_sha(self, path: str) -> str | None:
+        """The blob sha of a listed regular file's bytes now, hashing only when needed."""
+        st = self.stat(path)
+        if st is None:
+            return None
+        signature = _signature(st)
+        with self._lock:
+            known = self._hashed.get(path)
+        if known is not None and known.trusted and known.signature == signature:
+            return known.sha
+        started = time.time_ns()
+        data = self._read(path)
+        if data is None:
+            return None
+        sha = git_blob_sha(data)
+        self._blobs.put(sha, data)
+        trusted = st.st_mtime_ns < started - _RACY_NS
+        with self._lock:
+            self._hashed[path] = _Hashed(signature, sha, trusted)
+            self._sha_paths[sha] = path
+        return sha
+
+    def _read(self, path: str) -> bytes | None:
+        """The file's bytes, refusing to follow a symlink swapped in since ``lstat``."""
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+        try:
+            fd = os.open(self.root / path, flags)
+        except OSError:
+            return None
+        try:
+            with os.fdopen(fd, "rb") as handle:
+                return handle.read()
+        except OSError:
+            return None
+
+
+class WorktreeTree(Mapping[str, str]):
+    """The working tree as path -> blob sha; a value is computed when first looked up.
+
+    ``in`` and ``len`` only ``lstat`` files; ``[]`` and ``get`` hash one file (at most
+    once while it is unchanged); iterating lists the tree again and yields the paths
+    that are regular files now.
+    """
+
+    def __init__(self, source: WorktreeSource) -> None:
+        self._source = source
+
+    def __getitem__(self, path: str) -> str:
+        sha = self._source.blob_sha(path)
+        if sha is None:
+            raise KeyError(path)
+        return sha
+
+    def __contains__(self, path: object) -> bool:
+        return isinstance(path, str) and self._source.stat(path) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._present())
+
+    def __len__(self) -> int:
+        return len(self._present())
+
+    def _present(self) -> list[str]:
+        listed = self._source.listing(refresh=True)
+        return [p for p in listed if self._source.stat(p) is not None]
+
+    def __repr__(self) -> str:
+        return f"WorktreeTree({os.fspath(self._source.root)!r})"
+
+
+def _safe(path: str) -> bool:
+    """A relative path that stays inside the working copy (ls-files never lists others)."""
+    if not path or path.startswith(("/", "\\")) or "\x00" in path:
+        return False
+    return ".." not in path.replace("\\", "/").split("/")
