@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from verified_memory.anchors.fingerprint import fingerprint_lines, has_code
 from verified_memory.errors import Conflict, NotFound, SourceUnavailable, ValidationError
 from verified_memory.models import (
     Citation,
@@ -35,8 +34,9 @@ from verified_memory.models import (
 )
 from verified_memory.sources.base import CodeSource
 from verified_memory.store.base import MemoryStore
+from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.decision import decide
-from verified_memory.verify.files import FileCache, FileText
+from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
 
 __all__ = ["Context", "MemoryService", "VerificationReport"]
@@ -198,7 +198,7 @@ class MemoryService:
         source = self.source_for(new.repo)
         files = FileCache(source)
         citations = tuple(
-            self._fingerprint(source, files, ref, c, f"citations[{i}]")
+            fingerprint_citation(source, files, ref, c, f"citations[{i}]")
             for i, c in enumerate(new.citations)
         )
         now = utcnow()
@@ -208,37 +208,6 @@ class MemoryService:
             supersedes=supersedes, created_by=new.created_by or self.actor,
             created_at=now, refreshed_at=now,
         )
-
-    def _fingerprint(self, source: CodeSource, files: FileCache, ref: str,
-                     cite: CitationRef, where: str) -> Citation:
-        revision = source.resolve(cite.sha or ref)
-        blob = source.tree(revision).get(cite.path)
-        at = (cite.sha or ref) + (f" ({revision[:12]})" if revision != (cite.sha or ref) else "")
-        if blob is None:
-            raise ValidationError(f"{where}: {cite.path} does not exist at {at}")
-        file = files.get(blob)
-        if file is None:
-            raise ValidationError(f"{where}: {cite.path} is binary or not UTF-8 text; "
-                                  "only text can be cited")
-        if cite.line_end > len(file.lines):
-            raise ValidationError(
-                f"{where}: lines {cite.line_start}-{cite.line_end} are past the end of "
-                f"{cite.path}, which has {len(file.lines)} lines at {at}")
-        fingerprint = fingerprint_lines(file.lines, cite.line_start, cite.line_end,
-                                        anchor=self._anchor(cite, file))
-        if not has_code(fingerprint):
-            raise ValidationError(f"{where}: {cite.location} holds only blank lines")
-        return Citation(cite.path, cite.line_start, cite.line_end,
-                        sha=revision if source.pins_commits else None, blob_sha=blob,
-                        fingerprint=fingerprint)
-
-    def _anchor(self, cite: CitationRef, file: FileText) -> Any:
-        try:
-            from verified_memory.anchors.treesitter import anchor_for
-        except ImportError:  # grammars absent: line hashes alone
-            return None
-        return anchor_for(cite.path, file.text, cite.line_start, cite.line_end,
-                          key=file.blob_sha)
 
     def refresh(self, memory_id: str) -> Memory:
         """Mark an active memory as still useful (after the agent checked it)."""
@@ -446,7 +415,7 @@ class MemoryService:
         out = []
         for i, raw in enumerate(citations):
             cite = parse_citation(raw, f"citations[{i}]")
-            citation = self._fingerprint(source, files, cite.sha or ref, cite, f"citations[{i}]")
+            citation = fingerprint_citation(source, files, ref, cite, f"citations[{i}]")
             out.append(verifier.check([citation], revision)[0])
         return out
 

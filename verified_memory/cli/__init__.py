@@ -419,6 +419,32 @@ def stats(env: Env, repo: str | None, as_json: bool) -> None:
         env.out.stats(service.stats(name))
 
 
+@cli.group()
+def citations() -> None:
+    """Work with citations that are not (yet) memories."""
+
+
+@citations.command("check")
+@click.option("--repo", "repo_path", required=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A git working copy or bare repository.")
+@click.option("--ref", default="HEAD", show_default=True, help="Revision to check at.")
+@click.option("--input", "input_file", default="-", show_default=True, metavar="FILE.jsonl",
+              help="One citation a line: {id, path, line_start, line_end, sha}.")
+@click.option("--json", "as_json", is_flag=True,
+              help="JSON lines out (the default; accepted for symmetry).")
+def citations_check(repo_path: Path, ref: str, input_file: str, as_json: bool) -> None:
+    """Check citations made at old commits against REF: one JSON line out per line in,
+    {id, status, path, line_start, line_end, similarity} with the current place; a bad
+    input line gets {id, error} and does not stop the run."""
+    from verified_memory.sources.local_git import LocalGitSource
+    from verified_memory.verify.bulk import check_citations, parse_jsonl
+
+    with LocalGitSource(repo_path) as source, click.open_file(input_file, encoding="utf-8") as fh:
+        for result in check_citations(source, parse_jsonl(fh), ref):
+            sys.stdout.write(json.dumps(result) + "\n")
+
+
 @cli.command()
 @click.option("--db", "demo_db", metavar="URL",
               help="Store to use (default: a new SQLite file in a temporary directory).")

@@ -1,0 +1,47 @@
+"""Fingerprint a citation at a revision: read the cited lines and record their hashes.
+
+Shared by storing a memory and by the bulk citation check, so a citation is refused for
+the same reasons everywhere: a missing file, lines past its end, blank lines only, a
+binary or non-UTF-8 file.
+"""
+
+from __future__ import annotations
+
+from verified_memory.anchors import treesitter
+from verified_memory.anchors.fingerprint import fingerprint_lines, has_code
+from verified_memory.errors import ValidationError
+from verified_memory.models import Citation, CitationRef
+from verified_memory.sources.base import CodeSource
+from verified_memory.verify.files import FileCache
+
+__all__ = ["fingerprint_citation"]
+
+
+def fingerprint_citation(source: CodeSource, files: FileCache, ref: str, cite: CitationRef,
+                         where: str = "citation") -> Citation:
+    """The citation as stored: pinned to the commit ``cite.sha`` (or ``ref``) names.
+
+    Raises ``NotFound`` for an unknown ref and ``ValidationError`` when the citation
+    points at nothing; ``where`` prefixes the message (e.g. ``citations[2]``)."""
+    named = cite.sha or ref
+    revision = source.resolve(named)
+    at = named + (f" ({revision[:12]})" if revision != named else "")
+    blob = source.tree(revision).get(cite.path)
+    if blob is None:
+        raise ValidationError(f"{where}: {cite.path} does not exist at {at}")
+    file = files.get(blob)
+    if file is None:
+        raise ValidationError(f"{where}: {cite.path} is binary or not UTF-8 text; "
+                              "only text can be cited")
+    if cite.line_end > len(file.lines):
+        raise ValidationError(
+            f"{where}: lines {cite.line_start}-{cite.line_end} are past the end of "
+            f"{cite.path}, which has {len(file.lines)} lines at {at}")
+    anchor = treesitter.anchor_for(cite.path, file.text, cite.line_start, cite.line_end,
+                                   key=blob)
+    fingerprint = fingerprint_lines(file.lines, cite.line_start, cite.line_end, anchor=anchor)
+    if not has_code(fingerprint):
+        raise ValidationError(f"{where}: {cite.location} holds only blank lines")
+    return Citation(cite.path, cite.line_start, cite.line_end,
+                    sha=revision if source.pins_commits else None, blob_sha=blob,
+                    fingerprint=fingerprint)
