@@ -4,6 +4,8 @@
   user's data directory), ``postgresql://…``; or Supabase through ``SUPABASE_URL`` and
   ``SUPABASE_KEY``.
 - ``VMEM_ACTOR``: who telemetry says acted (default ``vmem``).
+- ``GITHUB_TOKEN`` (and ``GITHUB_API_URL`` for GitHub Enterprise): read code through the
+  GitHub API when no working copy is at hand.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Settings:
     supabase_url: str | None = None
     supabase_key: str | None = None
     github_token: str | None = None
+    github_api_url: str | None = None  # GitHub Enterprise: https://HOST/api/v3
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -42,6 +45,7 @@ class Settings:
             supabase_url=env.get("SUPABASE_URL") or None,
             supabase_key=env.get("SUPABASE_KEY") or None,
             github_token=env.get("GITHUB_TOKEN") or None,
+            github_api_url=env.get("GITHUB_API_URL") or None,
         )
 
     def __repr__(self) -> str:  # never print secrets

@@ -329,9 +329,10 @@ class MemoryService:
                 done += 1
                 if on_progress is not None:
                     on_progress(done, len(memories))
-            requests += int(getattr(source, "requests", 0)) - before
+            spent = int(getattr(source, "requests", 0)) - before
+            requests += spent
             for verification in self._decide_all(checked, revision, source.pins_commits,
-                                                 apply=apply):
+                                                 apply=apply, requests=spent):
                 results[verification.memory.id] = verification
         return VerificationReport(
             verifications=tuple(results[m.id] for m in memories if m.id in results),
@@ -341,14 +342,16 @@ class MemoryService:
         )
 
     def _decide_all(self, checked: Sequence[tuple[Memory, list[CitationCheck]]],
-                    revision: str, pins: bool, *, apply: bool) -> list[Verification]:
+                    revision: str, pins: bool, *, apply: bool,
+                    requests: int = 0) -> list[Verification]:
         now = utcnow()
         out: list[Verification] = []
         pending: list[tuple[Memory, list[CitationCheck], Decision, str | None, Transition]] = []
         log_only: list[TelemetryEvent] = []
         for memory, checks in checked:
             decision, reason = decide(checks)
-            events = self._verification_events(memory, checks, decision, reason, revision)
+            events = self._verification_events(memory, checks, decision, reason, revision,
+                                               requests)
             transition = None
             if apply and memory.status is Status.ACTIVE and decision is not Decision.UNVERIFIED:
                 transition = self._verification_transition(
@@ -371,21 +374,23 @@ class MemoryService:
 
     def _verification_events(self, memory: Memory, checks: Sequence[CitationCheck],
                              decision: Decision, reason: str | None,
-                             revision: str) -> list[TelemetryEvent]:
+                             revision: str, requests: int) -> list[TelemetryEvent]:
+        # The outcome event carries what the whole pass spent (API requests), so
+        # dashboards can sum the cost of verification from telemetry alone.
         outcomes = [c.to_dict() for c in checks]
         if decision is Decision.REFRESH:
             events = [self._event(EventKind.VERIFIED_VALID, memory, revision=revision,
-                                  outcomes=outcomes)]
+                                  outcomes=outcomes, pass_requests=requests)]
             events += [self._event(EventKind.RELOCATED, memory, revision=revision,
                                    old=str(c.citation.location), new=str(c.location))
                        for c in checks if c.outcome is Outcome.RELOCATED]
             return [*events, self._event(EventKind.REFRESHED, memory, by="verification")]
         if decision is Decision.INVALIDATE:
             return [self._event(EventKind.VERIFIED_INVALID, memory, revision=revision,
-                                outcomes=outcomes),
+                                outcomes=outcomes, pass_requests=requests),
                     self._event(EventKind.INVALIDATED, memory, reason=reason)]
         return [self._event(EventKind.UNVERIFIABLE, memory, revision=revision,
-                            outcomes=outcomes, reason=reason)]
+                            outcomes=outcomes, reason=reason, pass_requests=requests)]
 
     def _verification_transition(
         self, memory: Memory, checks: Sequence[CitationCheck], decision: Decision,

@@ -194,7 +194,7 @@ def memory_options(f: F) -> F:
               help="Commit the citations are fingerprinted at (unless a citation has its own sha).")
 @click.option("--worktree", is_flag=True, help="Fingerprint the files on disk (uncommitted).")
 @pass_env
-def store(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
+def store(env: Env, /, repo: str | None, as_json: bool, ref: str, worktree: bool,
           input_file: str | None, cites: tuple[str, ...], **flags: Any) -> None:
     """Store a memory: a subject, a fact and citations to the code that supports it.
 
@@ -219,7 +219,7 @@ def store(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
 @memory_options
 @click.option("--ref", default="HEAD", show_default=True, help="Commit to fingerprint at.")
 @pass_env
-def supersede(env: Env, old_id: str, repo: str | None, as_json: bool, ref: str,
+def supersede(env: Env, /, old_id: str, repo: str | None, as_json: bool, ref: str,
               input_file: str | None, cites: tuple[str, ...], **flags: Any) -> None:
     """Replace an active memory with a corrected one (atomically)."""
     env.out = Output(as_json)
