@@ -1,0 +1,42 @@
+"""The ``store`` fixture: the contract suite runs once per entry of ``STORE_FACTORIES``.
+
+To run the suite against another store, append ``pytest.param(factory, id=..., marks=...)``
+to ``STORE_FACTORIES``; ``factory(tmp_path)`` must return a fresh, empty store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from verified_memory.store.base import MemoryStore
+from verified_memory.store.memory import InMemoryStore
+from verified_memory.store.sqlite import SQLiteStore
+
+StoreFactory = Callable[[Path], MemoryStore]
+
+
+def sqlite_store(tmp_path: Path) -> MemoryStore:
+    return SQLiteStore(tmp_path / "contract" / "memory.db")
+
+
+def memory_store(tmp_path: Path) -> MemoryStore:
+    return InMemoryStore()
+
+
+STORE_FACTORIES = [
+    pytest.param(sqlite_store, id="sqlite"),
+    pytest.param(memory_store, id="memory"),
+]
+
+
+@pytest.fixture(params=STORE_FACTORIES)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
+    factory: StoreFactory = request.param
+    opened = factory(tmp_path)
+    try:
+        yield opened
+    finally:
+        opened.close()

@@ -1,0 +1,738 @@
+"""The ``MemoryStore`` contract: one suite, run unchanged against every store.
+
+Objects are built directly (no git): the store neither reads code nor checks that a
+fingerprint matches anything, it only keeps what it is given and finds it again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from verified_memory.errors import Conflict, NotFound, StoreError, ValidationError
+from verified_memory.models import (
+    Anchor,
+    Citation,
+    EventKind,
+    Fingerprint,
+    Memory,
+    Status,
+    TelemetryEvent,
+    Transition,
+)
+from verified_memory.store.base import MemoryStore
+
+REPO = "acme/api"
+OTHER = "acme/web"
+T0 = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def cite(
+    path: str = "src/app.py", start: int = 10, end: int = 12, *, anchor: bool = True
+) -> Citation:
+    hashes = tuple(0 if i == 1 else (start * 1000 + i) for i in range(end - start + 1))
+    return Citation(
+        path=path,
+        line_start=start,
+        line_end=end,
+        sha="a" * 40,
+        blob_sha="b" * 40,
+        fingerprint=Fingerprint(
+            snippet_hash=f"{start:016x}",
+            line_hashes=hashes,
+            anchor=Anchor("function_definition", "App.run", "c" * 16, 1, "python")
+            if anchor
+            else None,
+        ),
+    )
+
+
+def mem(
+    subject: str = "the app retries",
+    fact: str = "calls are retried three times",
+    *,
+    repo: str = REPO,
+    minutes: float = 0,
+    status: Status = Status.ACTIVE,
+    citations: tuple[Citation, ...] | None = None,
+    **fields: Any,
+) -> Memory:
+    return Memory(
+        id=fields.pop("id", None) or str(uuid.uuid4()),
+        repo=repo,
+        subject=subject,
+        fact=fact,
+        citations=citations if citations is not None else (cite(),),
+        status=status,
+        created_at=at(minutes),
+        refreshed_at=at(minutes),
+        **fields,
+    )
+
+
+def event(
+    kind: EventKind = EventKind.CREATED,
+    memory_id: str | None = None,
+    *,
+    repo: str = REPO,
+    minutes: float = 0,
+    **detail: Any,
+) -> TelemetryEvent:
+    return TelemetryEvent(
+        kind=kind, repo=repo, memory_id=memory_id, actor="tester", at=at(minutes), detail=detail
+    )
+
+
+def ids(memories: list[Memory]) -> list[str]:
+    return [m.id for m in memories]
+
+
+# ------------------------------------------------------------------------- add / get
+
+
+def test_store_satisfies_the_protocol(store: MemoryStore) -> None:
+    assert isinstance(store, MemoryStore)
+
+
+def test_add_then_get_round_trips_every_field(store: MemoryStore) -> None:
+    india = timezone(timedelta(hours=5, minutes=30))
+    original = Memory(
+        id=str(uuid.uuid4()),
+        repo=REPO,
+        subject="Session.request retries idempotent calls",
+        fact="GET and PUT are retried up to 3 times; POST never is. Ünïcode ✓",
+        citations=(
+            replace(
+                cite("src/session.py", 40, 44),
+                fingerprint=Fingerprint("0123456789abcdef", (2**64 - 1, 0, 1, 42, 7)),
+            ),
+            cite("src/retry.py", 1, 1, anchor=False),
+            cite("docs/retry.md", 3, 9),
+        ),
+        status=Status.PENDING,
+        reason="found while fixing a flaky test",
+        category="behaviour",
+        tags=("http", "retry-policy", "ünïcode"),
+        supersedes="older-id",
+        superseded_by="newer-id",
+        created_by="agent-7",
+        created_at=datetime(2026, 2, 3, 4, 5, 6, 789012, tzinfo=india),
+        refreshed_at=datetime(2026, 2, 4, 0, 0, 0, 1, tzinfo=UTC),
+        verification_count=3,
+        applied_count=4,
+        verified_commit="d" * 40,
+        invalid_reason="was broken once",
+    )
+    store.add(original)
+
+    got = store.get(original.id)
+
+    assert got == original
+    assert got.citations[0].fingerprint.line_hashes == (2**64 - 1, 0, 1, 42, 7)
+    assert got.citations[0].fingerprint.anchor is None
+    assert got.citations[1].fingerprint.anchor is None
+    assert got.citations[2].fingerprint.anchor == Anchor(
+        "function_definition", "App.run", "c" * 16, 1, "python"
+    )
+    assert [c.path for c in got.citations] == ["src/session.py", "src/retry.py", "docs/retry.md"]
+    for value in (got.created_at, got.refreshed_at):
+        assert value.tzinfo is not None
+        assert value.utcoffset() == timedelta(0)
+    assert got.created_at == datetime(2026, 2, 2, 22, 35, 6, 789012, tzinfo=UTC)
+    assert got.status is Status.PENDING
+    assert got.tags == ("http", "retry-policy", "ünïcode")
+
+
+def test_add_writes_its_events(store: MemoryStore) -> None:
+    m = mem()
+    store.add(m, [event(EventKind.CREATED, m.id, minutes=1, nested={"a": [1, 2.5, None]})])
+
+    [logged] = store.events(memory_id=m.id)
+
+    assert logged.kind is EventKind.CREATED
+    assert logged.repo == REPO
+    assert logged.actor == "tester"
+    assert logged.at == at(1)
+    assert logged.at.utcoffset() == timedelta(0)
+    assert dict(logged.detail) == {"nested": {"a": [1, 2.5, None]}}
+    assert isinstance(logged.id, int)
+
+
+def test_add_duplicate_id_is_conflict_and_writes_nothing(store: MemoryStore) -> None:
+    m = mem(subject="first")
+    store.add(m)
+
+    with pytest.raises(Conflict, match=m.id):
+        store.add(replace(m, subject="second"), [event(EventKind.CREATED, m.id)])
+
+    assert store.get(m.id).subject == "first"
+    assert store.events(memory_id=m.id) == []
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        pytest.param({"citations": ()}, id="no-citations"),
+        pytest.param({"citations": (replace(cite(), line_start=0),)}, id="line-zero"),
+        pytest.param({"citations": (replace(cite(), line_start=9, line_end=3),)}, id="reversed"),
+    ],
+)
+def test_add_rejects_a_memory_that_breaks_an_invariant(
+    store: MemoryStore, broken: dict[str, Any]
+) -> None:
+    m = replace(mem(), **broken)
+
+    with pytest.raises(ValidationError):
+        store.add(m, [event(EventKind.CREATED, m.id)])
+
+    with pytest.raises(NotFound):
+        store.get(m.id)
+    assert store.events(memory_id=m.id) == []
+
+
+def test_get_unknown_id_is_not_found(store: MemoryStore) -> None:
+    store.add(mem())
+
+    with pytest.raises(NotFound, match="no-such-id"):
+        store.get("no-such-id")
+
+
+def test_get_many_keeps_the_order_asked_and_names_the_first_unknown(store: MemoryStore) -> None:
+    a, b, c = mem(minutes=1), mem(minutes=2), mem(minutes=3)
+    for m in (a, b, c):
+        store.add(m)
+
+    assert ids(store.get_many([b.id, c.id, a.id])) == [b.id, c.id, a.id]
+    assert store.get_many([]) == []
+    with pytest.raises(NotFound, match="missing-1"):
+        store.get_many([a.id, "missing-1", "missing-2"])
+
+
+# ------------------------------------------------------------------------- recent
+
+
+def test_recent_is_newest_first_and_honours_limit(store: MemoryStore) -> None:
+    old, middle, new = mem(minutes=1), mem(minutes=2), mem(minutes=3)
+    for m in (middle, new, old):
+        store.add(m)
+
+    assert ids(store.recent(REPO)) == [new.id, middle.id, old.id]
+    assert ids(store.recent(REPO, limit=2)) == [new.id, middle.id]
+    assert store.recent(REPO, limit=0) == []
+    assert ids(store.recent(REPO, limit=None)) == [new.id, middle.id, old.id]
+
+
+def test_recent_returns_whole_memories(store: MemoryStore) -> None:
+    m = mem(citations=(cite("a.py", 1, 2), cite("b.py", 3, 4)), tags=("x",))
+    store.add(m)
+
+    assert store.recent(REPO) == [m]
+
+
+def test_recent_filters_by_status(store: MemoryStore) -> None:
+    active = mem(minutes=1)
+    pending = mem(minutes=2, status=Status.PENDING)
+    invalid = mem(minutes=3, status=Status.INVALID)
+    for m in (active, pending, invalid):
+        store.add(m)
+
+    assert ids(store.recent(REPO)) == [active.id]
+    assert ids(store.recent(REPO, status=Status.PENDING)) == [pending.id]
+    assert ids(store.recent(REPO, status=None)) == [invalid.id, pending.id, active.id]
+
+
+def test_recent_is_per_repository(store: MemoryStore) -> None:
+    mine, theirs = mem(repo=REPO), mem(repo=OTHER)
+    store.add(mine)
+    store.add(theirs)
+
+    assert ids(store.recent(REPO)) == [mine.id]
+    assert ids(store.recent(OTHER)) == [theirs.id]
+    assert store.recent("nobody/nothing") == []
+
+
+def test_recent_breaks_ties_by_id(store: MemoryStore) -> None:
+    b, a = mem(id="bbbb", minutes=5), mem(id="aaaa", minutes=5)
+    store.add(b)
+    store.add(a)
+
+    assert ids(store.recent(REPO)) == ["aaaa", "bbbb"]
+
+
+# ------------------------------------------------------------------------- search
+
+
+def test_search_ranks_subject_matches_above_a_passing_mention(store: MemoryStore) -> None:
+    strong = mem("retry policy", "retry idempotent calls", minutes=1)
+    weak = mem(
+        "connection pool sizing",
+        "the pool holds ten connections per host and is shared between sessions; "
+        "timeouts are configured separately and a failed call may retry elsewhere, "
+        "but most of this module is about keeping sockets warm between requests",
+        minutes=2,
+    )
+    unrelated = mem("logging", "logs go to stderr", minutes=3)
+    for m in (weak, unrelated, strong):
+        store.add(m)
+
+    assert ids(store.search(REPO, "retry")) == [strong.id, weak.id]
+    assert ids(store.search(REPO, "retry", limit=1)) == [strong.id]
+
+
+def test_search_needs_every_word_and_completes_only_the_last(store: MemoryStore) -> None:
+    m = mem("retry policy", "applies to idempotent requests")
+    store.add(m)
+
+    assert ids(store.search(REPO, "RETRY Policy")) == [m.id]
+    assert ids(store.search(REPO, "idempotent retr")) == [m.id]
+    assert store.search(REPO, "retr idempotent") == []
+    assert store.search(REPO, "retry banana") == []
+
+
+def test_search_ignores_case_and_accents(store: MemoryStore) -> None:
+    m = mem("Café ordering", "the Straße module sorts ÉCLAIRS")
+    store.add(m)
+
+    for query in ("cafe", "CAFÉ", "café ord", "straße", "eclairs", "éclair"):
+        assert ids(store.search(REPO, query)) == [m.id], query
+
+
+def test_search_covers_tags(store: MemoryStore) -> None:
+    m = mem("nothing here", "or here", tags=("flaky-tests", "ci"))
+    store.add(m)
+
+    assert ids(store.search(REPO, "flaky")) == [m.id]
+    assert ids(store.search(REPO, "ci")) == [m.id]
+
+
+def test_search_returns_only_active_memories_of_the_repository(store: MemoryStore) -> None:
+    active = mem("retry policy", "x")
+    store.add(active)
+    store.add(mem("retry policy", "x", status=Status.INVALID))
+    store.add(mem("retry policy", "x", status=Status.PENDING))
+    store.add(mem("retry policy", "x", repo=OTHER))
+
+    assert ids(store.search(REPO, "retry")) == [active.id]
+
+
+def test_search_finds_words_around_punctuation(store: MemoryStore) -> None:
+    dashed = mem("foo-bar handling", "see the foo-bar module")
+    quoted = mem("quoting", 'the literal a"b is escaped')
+    store.add(dashed)
+    store.add(quoted)
+
+    assert ids(store.search(REPO, "foo-bar")) == [dashed.id]
+    assert ids(store.search(REPO, 'a"b')) == [quoted.id]
+    assert ids(store.search(REPO, "(foo):bar*")) == [dashed.id]
+    assert store.search(REPO, "foo AND bar") == []  # AND is a word here, not an operator
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["", "   ", "*", '"', '""', "(", ")", "NEAR(", "-", ":", "^", "'", "\\", "\x00", "*-*",
+     '"unterminated', "AND", "OR NOT", "NEAR(a b, 2)", "subject:retry", "retry*", "-retry",
+     "{subject fact}: x", "a\tb\nc", "'; DROP TABLE agent_memory; --"],
+)
+def test_search_never_fails_on_hostile_input(store: MemoryStore, query: str) -> None:
+    store.add(mem("retry policy", "retry idempotent calls"))
+    store.add(mem("retry policy", "elsewhere", repo=OTHER))
+
+    found = store.search(REPO, query)
+
+    assert all(m.repo == REPO and m.status is Status.ACTIVE for m in found)
+    assert len(store.recent(REPO)) == 1  # and nothing was harmed
+
+
+@pytest.mark.parametrize("query", ["", "   ", "*", '"', "(", "-", ":", "\x00", "*-*", "_"])
+def test_search_without_words_returns_nothing(store: MemoryStore, query: str) -> None:
+    store.add(mem("retry policy", "anything"))
+
+    assert store.search(REPO, query) == []
+
+
+# ------------------------------------------------------------------------- by_path
+
+
+def test_by_path_finds_active_citing_memories_newest_first(store: MemoryStore) -> None:
+    early = mem(minutes=1, citations=(cite("src/app.py", 10, 20),))
+    late = mem(minutes=2, citations=(cite("docs/x.md", 1, 2), cite("src/app.py", 30, 40)))
+    elsewhere = mem(minutes=3, citations=(cite("src/other.py", 10, 20),))
+    invalid = mem(minutes=4, citations=(cite("src/app.py", 10, 20),), status=Status.INVALID)
+    other_repo = mem(minutes=5, repo=OTHER, citations=(cite("src/app.py", 10, 20),))
+    for m in (early, late, elsewhere, invalid, other_repo):
+        store.add(m)
+
+    assert ids(store.by_path(REPO, "src/app.py")) == [late.id, early.id]
+    assert ids(store.by_path(REPO, "src/app.py", limit=1)) == [late.id]
+    assert ids(store.by_path(REPO, "docs/x.md")) == [late.id]
+    assert store.by_path(REPO, "src/missing.py") == []
+    assert store.by_path(REPO, "src/app") == []  # whole paths, not prefixes
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        ((20, 25), ["early"]),  # touches the last cited line
+        ((5, 10), ["early"]),  # touches the first cited line
+        ((12, 14), ["early"]),  # inside
+        ((1, 100), ["late", "early"]),  # around both
+        ((21, 29), []),  # between
+        ((40, 40), ["late"]),
+        ((41, 50), []),
+    ],
+)
+def test_by_path_with_lines_returns_overlapping_citations(
+    store: MemoryStore, lines: tuple[int, int], expected: list[str]
+) -> None:
+    named = {
+        "early": mem(minutes=1, citations=(cite("src/app.py", 10, 20),)),
+        "late": mem(minutes=2, citations=(cite("src/app.py", 30, 40),)),
+    }
+    for m in named.values():
+        store.add(m)
+
+    assert ids(store.by_path(REPO, "src/app.py", lines=lines)) == [named[n].id for n in expected]
+
+
+def test_by_path_lists_a_memory_once_however_often_it_cites_the_file(store: MemoryStore) -> None:
+    m = mem(citations=(cite("src/app.py", 1, 5), cite("src/app.py", 8, 9), cite("src/app.py", 3)))
+    store.add(m)
+
+    assert ids(store.by_path(REPO, "src/app.py")) == [m.id]
+    assert ids(store.by_path(REPO, "src/app.py", lines=(1, 9))) == [m.id]
+
+
+def test_by_path_rejects_a_reversed_range(store: MemoryStore) -> None:
+    with pytest.raises(ValidationError):
+        store.by_path(REPO, "src/app.py", lines=(9, 3))
+
+
+# ------------------------------------------------------------------------- apply
+
+
+def test_apply_refresh_updates_fields_counters_and_events(store: MemoryStore) -> None:
+    m = mem(minutes=0, verification_count=2)
+    store.add(m)
+
+    [refreshed] = store.apply([
+        Transition(
+            m.id,
+            refreshed_at=at(60),
+            verified_commit="e" * 40,
+            add_verifications=1,
+            events=(event(EventKind.VERIFIED_VALID, m.id, minutes=60),),
+        )
+    ])
+    [applied] = store.apply([Transition(m.id, add_applications=2)])
+
+    assert refreshed is not None
+    assert refreshed.refreshed_at == at(60)
+    assert refreshed.verified_commit == "e" * 40
+    assert refreshed.verification_count == 3
+    assert refreshed.status is Status.ACTIVE
+    assert refreshed.citations == m.citations
+    assert applied is not None
+    assert (applied.verification_count, applied.applied_count) == (3, 2)
+    assert applied.verified_commit == "e" * 40  # None leaves a field as it is
+    assert store.get(m.id) == applied
+    assert [e.kind for e in store.events(memory_id=m.id)] == [EventKind.VERIFIED_VALID]
+
+
+def test_apply_invalidate_hides_the_memory(store: MemoryStore) -> None:
+    m = mem(citations=(cite("src/app.py", 1, 3),), subject="retry policy")
+    store.add(m)
+
+    [invalid] = store.apply([
+        Transition(m.id, status=Status.INVALID, invalid_reason="src/app.py:1-3 changed")
+    ])
+
+    assert invalid is not None
+    assert invalid.status is Status.INVALID
+    assert invalid.invalid_reason == "src/app.py:1-3 changed"
+    assert store.recent(REPO) == []
+    assert store.search(REPO, "retry") == []
+    assert store.by_path(REPO, "src/app.py") == []
+    assert ids(store.recent(REPO, status=Status.INVALID)) == [m.id]
+
+
+def test_apply_replaces_citations(store: MemoryStore) -> None:
+    m = mem(citations=(cite("src/old.py", 1, 3), cite("src/keep.py", 5, 6)))
+    store.add(m)
+    moved = (cite("src/new.py", 20, 22), cite("src/keep.py", 7, 8, anchor=False))
+
+    [updated] = store.apply([Transition(m.id, citations=moved)])
+
+    assert updated is not None
+    assert updated.citations == moved
+    assert store.get(m.id).citations == moved
+    assert store.by_path(REPO, "src/old.py") == []
+    assert ids(store.by_path(REPO, "src/new.py")) == [m.id]
+    assert store.by_path(REPO, "src/keep.py", lines=(5, 6)) == []
+
+
+def test_apply_skips_a_transition_whose_memory_moved_on(store: MemoryStore) -> None:
+    a = mem()
+    b = mem(status=Status.INVALID)
+    store.add(a)
+    store.add(b)
+
+    results = store.apply([
+        Transition(a.id, add_verifications=1, events=(event(EventKind.REFRESHED, a.id),)),
+        Transition(b.id, add_verifications=1, events=(event(EventKind.REFRESHED, b.id),)),
+    ])
+
+    assert results[0] is not None
+    assert results[0].verification_count == 1
+    assert results[1] is None
+    assert store.get(b.id) == b
+    assert len(store.events(memory_id=a.id)) == 1
+    assert store.events(memory_id=b.id) == []
+
+
+def test_apply_sees_earlier_transitions_of_the_same_batch(store: MemoryStore) -> None:
+    m = mem()
+    store.add(m)
+
+    first, second = store.apply([
+        Transition(m.id, status=Status.INVALID, invalid_reason="gone"),
+        Transition(m.id, add_verifications=1, events=(event(EventKind.REFRESHED, m.id),)),
+    ])
+
+    assert first is not None
+    assert first.status is Status.INVALID
+    assert second is None
+    assert store.get(m.id).verification_count == 0
+    assert store.events(memory_id=m.id) == []
+
+
+def test_apply_can_expect_another_status(store: MemoryStore) -> None:
+    m = mem(status=Status.PENDING)
+    store.add(m)
+
+    [promoted] = store.apply([Transition(m.id, expect=Status.PENDING, status=Status.ACTIVE)])
+
+    assert promoted is not None
+    assert promoted.status is Status.ACTIVE
+    assert ids(store.recent(REPO)) == [m.id]
+
+
+def test_apply_with_an_unknown_id_writes_nothing(store: MemoryStore) -> None:
+    m = mem()
+    store.add(m)
+
+    with pytest.raises(NotFound, match="no-such-id"):
+        store.apply([
+            Transition(m.id, status=Status.INVALID, add_verifications=1,
+                       citations=(cite("src/new.py", 1, 1),),
+                       events=(event(EventKind.INVALIDATED, m.id),)),
+            Transition("no-such-id", add_verifications=1),
+        ])
+
+    assert store.get(m.id) == m
+    assert store.events(repo=REPO) == []
+
+
+def test_apply_of_nothing_is_nothing(store: MemoryStore) -> None:
+    assert store.apply([]) == []
+
+
+# ------------------------------------------------------------------------- supersede
+
+
+def test_supersede_retires_the_old_memory(store: MemoryStore) -> None:
+    old = mem("retry policy", "three retries", minutes=1, citations=(cite("src/app.py", 1, 2),))
+    store.add(old)
+    new = mem("retry policy", "five retries", minutes=2, supersedes=old.id,
+              citations=(cite("src/app.py", 1, 3),))
+
+    store.supersede(old.id, new, [event(EventKind.SUPERSEDED, old.id, replaced_by=new.id)])
+
+    retired = store.get(old.id)
+    assert retired.status is Status.SUPERSEDED
+    assert retired.superseded_by == new.id
+    assert store.get(new.id) == new
+    assert ids(store.recent(REPO)) == [new.id]
+    assert ids(store.by_path(REPO, "src/app.py")) == [new.id]
+    assert ids(store.search(REPO, "retry")) == [new.id]
+    [logged] = store.events(memory_id=old.id)
+    assert dict(logged.detail) == {"replaced_by": new.id}
+
+
+def test_supersede_fills_in_the_back_pointer(store: MemoryStore) -> None:
+    old = mem()
+    store.add(old)
+    new = mem()
+
+    store.supersede(old.id, new)
+
+    assert store.get(new.id).supersedes == old.id
+
+
+def test_supersede_refuses_a_back_pointer_to_another_memory(store: MemoryStore) -> None:
+    old = mem()
+    store.add(old)
+    new = mem(supersedes="someone-else")
+
+    with pytest.raises(ValidationError):
+        store.supersede(old.id, new)
+
+    assert store.get(old.id).status is Status.ACTIVE
+    with pytest.raises(NotFound):
+        store.get(new.id)
+
+
+@pytest.mark.parametrize("status", [Status.INVALID, Status.SUPERSEDED, Status.PENDING])
+def test_supersede_of_a_memory_that_is_not_active_is_a_conflict(
+    store: MemoryStore, status: Status
+) -> None:
+    old = mem(status=status)
+    store.add(old)
+    new = mem(supersedes=old.id)
+
+    with pytest.raises(Conflict, match=old.id):
+        store.supersede(old.id, new, [event(EventKind.SUPERSEDED, old.id)])
+
+    assert store.get(old.id) == old
+    with pytest.raises(NotFound):
+        store.get(new.id)
+    assert store.events(repo=REPO) == []
+
+
+def test_supersede_twice_is_a_conflict_the_second_time(store: MemoryStore) -> None:
+    old = mem()
+    store.add(old)
+    first, second = mem(supersedes=old.id), mem(supersedes=old.id)
+
+    store.supersede(old.id, first)
+    with pytest.raises(Conflict):
+        store.supersede(old.id, second)
+
+    assert store.get(old.id).superseded_by == first.id
+    with pytest.raises(NotFound):
+        store.get(second.id)
+
+
+def test_supersede_of_an_unknown_memory_is_not_found(store: MemoryStore) -> None:
+    new = mem(supersedes="no-such-id")
+
+    with pytest.raises(NotFound, match="no-such-id"):
+        store.supersede("no-such-id", new, [event(EventKind.SUPERSEDED, "no-such-id")])
+
+    with pytest.raises(NotFound):
+        store.get(new.id)
+    assert store.events(repo=REPO) == []
+
+
+def test_supersede_with_a_taken_id_is_a_conflict_and_keeps_the_old_active(
+    store: MemoryStore,
+) -> None:
+    old, taken = mem(), mem()
+    store.add(old)
+    store.add(taken)
+
+    with pytest.raises(Conflict):
+        store.supersede(old.id, replace(taken, supersedes=old.id, subject="changed"))
+
+    assert store.get(old.id).status is Status.ACTIVE
+    assert store.get(taken.id) == taken
+
+
+# ------------------------------------------------------------------------- events
+
+
+def test_events_are_oldest_first_and_filterable(store: MemoryStore) -> None:
+    store.log([
+        event(EventKind.RETRIEVED, "m1", minutes=5),
+        event(EventKind.APPLIED, "m1", minutes=1),
+        event(EventKind.FEEDBACK, "m2", minutes=3),
+        event(EventKind.RETRIEVED, "m3", minutes=2, repo=OTHER),
+    ])
+
+    in_repo = store.events(repo=REPO)
+    assert [e.at for e in in_repo] == [at(1), at(3), at(5)]
+    assert [e.memory_id for e in store.events(memory_id="m1")] == ["m1", "m1"]
+    assert [e.kind for e in store.events(repo=REPO, memory_id="m1")] == [
+        EventKind.APPLIED, EventKind.RETRIEVED,
+    ]
+    assert [e.repo for e in store.events(kinds=[EventKind.RETRIEVED])] == [OTHER, REPO]
+    assert len(store.events(repo=REPO, kinds=[EventKind.APPLIED, EventKind.FEEDBACK])) == 2
+    assert store.events(repo=REPO, kinds=[]) == []
+    assert [e.at for e in store.events(repo=REPO, limit=2)] == [at(1), at(3)]
+    assert len(store.events(limit=None)) == 4
+    assert len({e.id for e in store.events()}) == 4
+
+
+def test_events_are_append_only(store: MemoryStore) -> None:
+    store.log([event(EventKind.FEEDBACK, "m1", minutes=1, note="useful", tags=["a"])])
+    [first] = store.events(repo=REPO)
+    first.detail["tags"].append("mutated")
+
+    store.log([event(EventKind.FEEDBACK, "m1", minutes=2, note="later")])
+
+    again = store.events(repo=REPO)
+    assert len(again) == 2
+    assert again[0] == replace(first, detail={"note": "useful", "tags": ["a"]})
+    assert again[1].id != again[0].id
+
+
+def test_log_of_an_unserialisable_detail_writes_nothing(store: MemoryStore) -> None:
+    with pytest.raises(ValidationError):
+        store.log([event(EventKind.FEEDBACK, "m1"), event(EventKind.FEEDBACK, "m1", x=object())])
+
+    assert store.events(repo=REPO) == []
+
+
+def test_log_of_nothing_is_harmless(store: MemoryStore) -> None:
+    store.log([])
+
+    assert store.events() == []
+
+
+# ------------------------------------------------------------------------- stats
+
+
+def test_stats_counts_statuses_events_and_active_citations(store: MemoryStore) -> None:
+    two_citations = (cite("a.py", 1, 2), cite("b.py", 1, 2))
+    store.add(mem(citations=two_citations), [event(EventKind.CREATED)])
+    store.add(mem(), [event(EventKind.CREATED)])
+    store.add(mem(status=Status.INVALID, citations=two_citations))
+    store.add(mem(repo=OTHER), [event(EventKind.CREATED, repo=OTHER)])
+    store.log([event(EventKind.VERIFIED_VALID), event(EventKind.VERIFIED_INVALID),
+               event(EventKind.VERIFIED_VALID)])
+
+    stats = store.stats(REPO)
+
+    assert stats.repo == REPO
+    assert dict(stats.by_status) == {"active": 2, "pending": 0, "invalid": 1, "superseded": 0}
+    assert dict(stats.events) == {"created": 2, "verified_invalid": 1, "verified_valid": 2}
+    assert stats.citations == 3
+    assert stats.invalidation_rate == pytest.approx(1 / 3)
+
+
+def test_stats_of_an_empty_repository_has_every_status_at_zero(store: MemoryStore) -> None:
+    stats = store.stats("nobody/nothing")
+
+    assert dict(stats.by_status) == {s.value: 0 for s in Status}
+    assert dict(stats.events) == {}
+    assert stats.citations == 0
+
+
+# ------------------------------------------------------------------------- lifecycle
+
+
+def test_close_is_idempotent_and_final(store: MemoryStore) -> None:
+    store.add(mem())
+
+    store.close()
+    store.close()
+
+    with pytest.raises(StoreError):
+        store.recent(REPO)

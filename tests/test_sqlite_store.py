@@ -1,0 +1,548 @@
+"""What only the SQLite store promises: its file, its pragmas, its schema, its locking.
+
+The behaviour every store shares is in ``tests/contract``; this file checks the SQLite
+machinery underneath it, including several processes writing one file at once.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from verified_memory.errors import Conflict, StoreError, VerifiedMemoryError
+from verified_memory.models import (
+    Citation,
+    EventKind,
+    Fingerprint,
+    Memory,
+    Status,
+    TelemetryEvent,
+    Transition,
+)
+from verified_memory.store.sqlite import MIGRATIONS, SQLiteStore, fts_query
+
+REPO = "acme/api"
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def _memory(memory_id: str | None = None, *, minutes: int = 0, **fields: Any) -> Memory:
+    citation = Citation(
+        path=fields.pop("path", "src/app.py"),
+        line_start=10,
+        line_end=12,
+        sha="a" * 40,
+        blob_sha="b" * 40,
+        fingerprint=Fingerprint("0123456789abcdef", (1, 0, 2)),
+    )
+    return Memory(
+        id=memory_id or str(uuid.uuid4()),
+        repo=fields.pop("repo", REPO),
+        subject=fields.pop("subject", "retry policy"),
+        fact=fields.pop("fact", "calls are retried three times"),
+        citations=(citation,),
+        created_at=T0 + timedelta(minutes=minutes),
+        refreshed_at=T0 + timedelta(minutes=minutes),
+        **fields,
+    )
+
+
+def _event(kind: EventKind, memory_id: str | None = None) -> TelemetryEvent:
+    return TelemetryEvent(kind=kind, repo=REPO, memory_id=memory_id, actor="tester")
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "memory.db"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[SQLiteStore]:
+    opened = SQLiteStore(db_path)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _raw(path: Path) -> sqlite3.Connection:
+    """A plain connection to the same file, as another program would open it."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=5)
+    return conn
+
+
+# ------------------------------------------------------------------------- file & schema
+
+
+def test_the_file_is_in_wal_mode_with_the_promised_pragmas(store: SQLiteStore) -> None:
+    conn = store._conn
+    assert conn is not None
+
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+    with _raw(Path(store.path)) as other:  # WAL is a property of the file, not the connection
+        assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_the_parent_directory_is_created(tmp_path: Path) -> None:
+    path = tmp_path / "does" / "not" / "exist" / "memory.db"
+
+    SQLiteStore(path).close()
+
+    assert path.is_file()
+
+
+def test_a_throwaway_in_memory_database_works() -> None:
+    store = SQLiteStore(":memory:")
+    m = _memory()
+    store.add(m)
+
+    assert store.search(REPO, "retry") == [m]
+    store.close()
+
+
+def test_a_store_created_in_one_thread_serves_others(store: SQLiteStore) -> None:
+    def work(worker: int) -> int:
+        for i in range(25):
+            store.add(_memory(f"t{worker}-{i}", minutes=i))
+            store.recent(REPO, limit=5)
+        return worker
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert sorted(pool.map(work, range(4))) == [0, 1, 2, 3]
+
+    assert len(store.recent(REPO, limit=None)) == 100
+
+
+def test_migrations_are_recorded_and_reopening_is_harmless(db_path: Path) -> None:
+    first = SQLiteStore(db_path)
+    m = _memory()
+    first.add(m)
+    first.close()
+    with _raw(db_path) as conn:
+        recorded = conn.execute(
+            "SELECT version, name, applied_at FROM schema_migrations"
+        ).fetchall()
+
+    second = SQLiteStore(db_path)
+    try:
+        assert second.get(m.id) == m
+    finally:
+        second.close()
+
+    assert [(v, n) for v, n, _ in recorded] == [(v, n) for v, n, _ in MIGRATIONS]
+    assert datetime.fromisoformat(recorded[0][2]).tzinfo is not None
+    with _raw(db_path) as conn:
+        assert conn.execute("SELECT version, name, applied_at FROM schema_migrations").fetchall() \
+            == recorded
+
+
+def test_a_file_from_a_newer_version_is_refused(db_path: Path) -> None:
+    SQLiteStore(db_path).close()
+    with _raw(db_path) as conn:
+        conn.execute("INSERT INTO schema_migrations VALUES (999, 'future', '2099-01-01')")
+
+    with pytest.raises(StoreError, match="newer"):
+        SQLiteStore(db_path)
+
+
+def test_the_tables_and_indexes_have_the_shared_names(store: SQLiteStore) -> None:
+    with _raw(Path(store.path)) as conn:
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+
+    assert {
+        "schema_migrations",
+        "agent_memory",
+        "agent_memory_citation",
+        "agent_memory_telemetry",
+        "agent_memory_fts",
+        "agent_memory_recent",
+        "agent_memory_citation_path",
+        "agent_memory_telemetry_repo",
+        "agent_memory_telemetry_memory",
+    } <= names
+
+
+def test_telemetry_is_append_only_in_sql(store: SQLiteStore) -> None:
+    store.log([_event(EventKind.FEEDBACK, "m1")])
+
+    with _raw(Path(store.path)) as conn:
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("UPDATE agent_memory_telemetry SET actor = 'mallory'")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("DELETE FROM agent_memory_telemetry")
+
+    [event] = store.events()
+    assert event.actor == "tester"
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE agent_memory SET status = 'forgotten'",
+        "UPDATE agent_memory_citation SET line_start = 0",
+        "UPDATE agent_memory_citation SET line_end = line_start - 1",
+        "INSERT INTO agent_memory_citation (memory_id, position, repo, path, line_start, "
+        "line_end, snippet_hash) VALUES ('no-such-memory', 0, 'a/b', 'x.py', 1, 1, 'h')",
+    ],
+)
+def test_the_schema_enforces_its_constraints(store: SQLiteStore, statement: str) -> None:
+    store.add(_memory())
+
+    with _raw(Path(store.path)) as conn:
+        conn.execute("PRAGMA foreign_keys = ON")
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute(statement)
+
+
+def test_deleting_a_memory_deletes_its_citations_and_index_entry(store: SQLiteStore) -> None:
+    m = _memory(subject="ephemeral")
+    store.add(m)
+
+    with _raw(Path(store.path)) as conn:
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("DELETE FROM agent_memory WHERE id = ?", (m.id,))
+        assert conn.execute("SELECT count(*) FROM agent_memory_citation").fetchone()[0] == 0
+        conn.execute("INSERT INTO agent_memory_fts (agent_memory_fts) VALUES ('integrity-check')")
+
+    assert store.search(REPO, "ephemeral") == []
+
+
+def test_full_text_index_follows_edits(store: SQLiteStore) -> None:
+    m = _memory(subject="retry policy", tags=("network",))
+    store.add(m)
+
+    with _raw(Path(store.path)) as conn:
+        conn.execute("UPDATE agent_memory SET subject = 'backoff schedule' WHERE id = ?", (m.id,))
+        conn.execute("INSERT INTO agent_memory_fts (agent_memory_fts) VALUES ('integrity-check')")
+
+    assert store.search(REPO, "retry policy") == []
+    assert [x.id for x in store.search(REPO, "backoff")] == [m.id]
+    assert [x.id for x in store.search(REPO, "network")] == [m.id]
+
+
+def test_times_are_stored_as_fixed_width_utc_text(store: SQLiteStore) -> None:
+    store.add(_memory(minutes=0))  # a whole second: microseconds must still be written
+
+    with _raw(Path(store.path)) as conn:
+        created, refreshed = conn.execute(
+            "SELECT created_at, refreshed_at FROM agent_memory"
+        ).fetchone()
+
+    assert created == "2026-03-01T00:00:00.000000+00:00"
+    assert len(refreshed) == len(created)
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("retry", '"retry"*'),
+        ("Retry POLICY", '"retry" "policy"*'),
+        ('a"b', '"a" "b"*'),
+        ("foo-bar", '"foo" "bar"*'),
+        ("NEAR(", '"near"*'),
+        ("*", None),
+        ("", None),
+    ],
+)
+def test_fts_query_quotes_every_term(query: str, expected: str | None) -> None:
+    assert fts_query(query) == expected
+
+
+# ------------------------------------------------------------------------- errors
+
+
+def test_a_corrupt_file_is_a_store_error(db_path: Path) -> None:
+    db_path.write_bytes(b"this is not a database, " * 200)
+
+    with pytest.raises(StoreError, match="corrupt or not a SQLite database") as caught:
+        SQLiteStore(db_path)
+
+    assert str(db_path) in str(caught.value)
+    assert isinstance(caught.value.__cause__, sqlite3.DatabaseError)
+
+
+def test_a_directory_in_place_of_the_file_is_a_store_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=str(tmp_path)):
+        SQLiteStore(tmp_path)
+
+
+def test_a_file_in_place_of_the_directory_is_a_store_error(tmp_path: Path) -> None:
+    (tmp_path / "blocker").write_text("")
+
+    with pytest.raises(StoreError, match="directory"):
+        SQLiteStore(tmp_path / "blocker" / "memory.db")
+
+
+def test_a_locked_file_is_a_store_error_and_reads_go_on(db_path: Path) -> None:
+    store = SQLiteStore(db_path, timeout=0.2)
+    m = _memory()
+    store.add(m)
+    holder = _raw(db_path)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        with pytest.raises(StoreError, match="locked") as caught:
+            store.add(_memory())
+        assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+        assert str(db_path) in str(caught.value)
+        assert store.get(m.id) == m  # WAL: readers are not blocked by a writer
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        store.close()
+
+
+def _every_operation(store: SQLiteStore) -> dict[str, Callable[[], object]]:
+    m = _memory()
+    return {
+        "add": lambda: store.add(_memory()),
+        "supersede": lambda: store.supersede(m.id, _memory()),
+        "apply": lambda: store.apply([Transition(m.id, add_verifications=1)]),
+        "log": lambda: store.log([_event(EventKind.FEEDBACK)]),
+        "get": lambda: store.get(m.id),
+        "get_many": lambda: store.get_many([m.id]),
+        "recent": lambda: store.recent(REPO),
+        "recent_any": lambda: store.recent(REPO, status=None),
+        "search": lambda: store.search(REPO, "retry"),
+        "by_path": lambda: store.by_path(REPO, "src/app.py", lines=(1, 20)),
+        "events": lambda: store.events(repo=REPO),
+        "stats": lambda: store.stats(REPO),
+    }
+
+
+def test_no_sqlite3_exception_escapes_a_broken_schema(db_path: Path) -> None:
+    store = SQLiteStore(db_path)
+    with _raw(db_path) as conn:  # someone broke the file behind our back
+        for table in ("agent_memory_fts", "agent_memory_citation", "agent_memory",
+                      "agent_memory_telemetry"):
+            conn.execute(f"DROP TABLE {table}")
+    try:
+        for name, operation in _every_operation(store).items():
+            with pytest.raises(StoreError, match=str(db_path)) as caught:
+                operation()
+            assert isinstance(caught.value.__cause__, sqlite3.Error), name
+    finally:
+        store.close()
+
+
+def test_no_sqlite3_exception_escapes_a_lock(db_path: Path) -> None:
+    store = SQLiteStore(db_path, timeout=0.05)
+    m = _memory()
+    store.add(m)
+    holder = _raw(db_path)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        for operation in (
+            lambda: store.add(_memory()),
+            lambda: store.supersede(m.id, _memory()),
+            lambda: store.apply([Transition(m.id, add_verifications=1)]),
+            lambda: store.log([_event(EventKind.FEEDBACK)]),
+        ):
+            with pytest.raises(StoreError, match="locked"):
+                operation()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert store.get(m.id) == m  # nothing half-written, and the store still works
+    store.close()
+
+
+def test_a_closed_store_says_so(store: SQLiteStore) -> None:
+    store.close()
+
+    for operation in _every_operation(store).values():
+        with pytest.raises(StoreError, match="closed"):
+            operation()
+
+
+# ------------------------------------------------------------------------- queries
+
+
+def _statements(store: SQLiteStore, action: Callable[[], object]) -> list[str]:
+    conn = store._conn
+    assert conn is not None
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        action()
+    finally:
+        conn.set_trace_callback(None)
+    return [s for s in seen if not s.startswith("--")]  # "--": SQLite's own, inside FTS5
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        pytest.param(lambda s, ids: s.recent(REPO, limit=50), id="recent"),
+        pytest.param(lambda s, ids: s.recent(REPO, limit=None, status=None), id="recent-any"),
+        pytest.param(lambda s, ids: s.get_many(ids), id="get_many"),
+        pytest.param(lambda s, ids: s.search(REPO, "retry"), id="search"),
+        pytest.param(lambda s, ids: s.by_path(REPO, "src/app.py", lines=(11, 11)), id="by_path"),
+    ],
+)
+def test_reads_load_all_citations_with_one_extra_query(
+    store: SQLiteStore, read: Callable[[SQLiteStore, list[str]], list[Memory]]
+) -> None:
+    memories = [_memory(minutes=i) for i in range(60)]
+    for m in memories:
+        store.add(m)
+
+    found: list[Memory] = []
+    statements = _statements(store, lambda: found.extend(read(store, [m.id for m in memories])))
+
+    assert len(found) >= 20
+    assert all(len(m.citations) == 1 for m in found)
+    assert len(statements) == 2, statements
+
+
+@pytest.mark.parametrize(
+    ("read", "index", "sorts"),
+    [
+        pytest.param(lambda s: s.recent(REPO), "agent_memory_recent", False, id="recent"),
+        pytest.param(lambda s: s.recent(REPO, status=None), "agent_memory_repo_refreshed", False,
+                     id="recent-any"),
+        pytest.param(lambda s: s.events(repo=REPO), "agent_memory_telemetry_repo", False,
+                     id="events-repo"),
+        # These sort what the index found: one path's or one memory's rows, a handful.
+        pytest.param(lambda s: s.by_path(REPO, "src/app.py", lines=(1, 5)),
+                     "agent_memory_citation_path", True, id="by_path"),
+        pytest.param(lambda s: s.events(memory_id="m1"), "agent_memory_telemetry_memory", True,
+                     id="events-memory"),
+    ],
+)
+def test_reads_start_from_their_index(
+    store: SQLiteStore, read: Callable[[SQLiteStore], object], index: str, sorts: bool
+) -> None:
+    store.add(_memory())
+    conn = store._conn
+    assert conn is not None
+    [statement, *_] = _statements(store, lambda: read(store))
+
+    plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {statement}")]
+
+    assert index in plan[0] or (plan[0].startswith("CO-ROUTINE") and index in plan[1]), plan
+    tables = {"agent_memory", "agent_memory_citation", "agent_memory_telemetry", "m", "c"}
+    assert not any(step.split()[:2] in (["SCAN", t] for t in tables) for step in plan), plan
+    assert any("TEMP B-TREE" in step for step in plan) is sorts, plan
+
+
+# ------------------------------------------------------------------------- processes
+
+
+def _mixed_writer(path: str, worker: int, rounds: int) -> None:
+    """One process's share of the load: add, refresh and log, each its own transaction."""
+    store = SQLiteStore(path)  # several of these race to create and migrate the file
+    try:
+        for i in range(rounds):
+            m = _memory(f"w{worker}-{i}", minutes=i)
+            store.add(m, [_event(EventKind.CREATED, m.id)])
+            [done] = store.apply([
+                Transition(m.id, add_verifications=1, refreshed_at=datetime.now(UTC),
+                           events=(_event(EventKind.REFRESHED, m.id),))
+            ])
+            assert done is not None
+            store.log([_event(EventKind.APPLIED, m.id)])
+    finally:
+        store.close()
+
+
+def test_eight_processes_writing_at_once_lose_nothing(db_path: Path) -> None:
+    workers, rounds = 8, 100
+    ctx = multiprocessing.get_context("spawn")
+    processes = [
+        ctx.Process(target=_mixed_writer, args=(str(db_path), w, rounds))
+        for w in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=180)
+
+    assert [p.exitcode for p in processes] == [0] * workers
+    store = SQLiteStore(db_path)
+    try:
+        stats = store.stats(REPO)
+        everything = store.recent(REPO, limit=None)
+        events = store.events(repo=REPO, limit=None)
+    finally:
+        store.close()
+    assert stats.by_status["active"] == workers * rounds
+    assert len(everything) == workers * rounds
+    assert all(m.verification_count == 1 for m in everything)
+    assert stats.citations == workers * rounds
+    assert dict(stats.events) == {"applied": 800, "created": 800, "refreshed": 800}
+    assert len({e.id for e in events}) == 3 * workers * rounds
+    with _raw(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == len(
+            MIGRATIONS
+        )
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def _superseder(
+    path: str, worker: int, old_ids: list[str], barrier: Any, results: Any
+) -> None:
+    """Supersede each old memory the moment the rival process does too."""
+    store = SQLiteStore(path)
+    outcomes: list[str] = []
+    try:
+        for old_id in old_ids:
+            barrier.wait(timeout=60)
+            try:
+                store.supersede(old_id, _memory(f"{old_id}-by-{worker}"))
+                outcomes.append("won")
+            except Conflict:
+                outcomes.append("conflict")
+            except VerifiedMemoryError as exc:  # pragma: no cover - reported to the parent
+                outcomes.append(f"error: {exc}")
+    finally:
+        store.close()
+        results.put((worker, outcomes))
+
+
+def test_two_processes_superseding_one_memory_get_one_winner(db_path: Path) -> None:
+    races = 25
+    store = SQLiteStore(db_path)
+    olds = [_memory(f"old-{i}") for i in range(races)]
+    for m in olds:
+        store.add(m)
+    store.close()
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    results = ctx.Queue()
+    processes = [
+        ctx.Process(target=_superseder,
+                    args=(str(db_path), w, [m.id for m in olds], barrier, results))
+        for w in range(2)
+    ]
+    for process in processes:
+        process.start()
+    outcomes = dict(results.get(timeout=180) for _ in processes)
+    for process in processes:
+        process.join(timeout=60)
+
+    assert [p.exitcode for p in processes] == [0, 0]
+    store = SQLiteStore(db_path)
+    try:
+        for i, old in enumerate(olds):
+            pair = sorted([outcomes[0][i], outcomes[1][i]])
+            assert pair == ["conflict", "won"], (old.id, pair)
+            winner = 0 if outcomes[0][i] == "won" else 1
+            retired = store.get(old.id)
+            assert retired.status is Status.SUPERSEDED
+            assert retired.superseded_by == f"{old.id}-by-{winner}"
+            assert store.get(f"{old.id}-by-{winner}").supersedes == old.id
+        assert store.stats(REPO).by_status == {
+            "active": races, "pending": 0, "invalid": 0, "superseded": races,
+        }
+    finally:
+        store.close()

@@ -1,0 +1,420 @@
+"""Rows to models and back: the one place that decides how a memory looks in a table.
+
+Every SQL store (SQLite now, Postgres later) and the in-memory fake share these rules,
+so a memory read back from any store equals the memory written, field for field:
+
+- Times are aware UTC datetimes, stored as fixed-width ISO-8601 text
+  (``2026-11-22T02:30:00.123456+00:00``) so that text order is time order. A naive
+  datetime is taken to be UTC.
+- ``tags`` and a telemetry event's ``detail`` are JSON text; ``detail`` must be strict
+  JSON (no NaN), because Postgres ``jsonb`` will refuse anything else.
+- A citation's ``line_hashes`` are 16-hex-digit hashes joined by single spaces, the
+  same spelling as ``Citation.to_dict``; its anchor is ``Anchor.to_dict`` as JSON.
+
+Validation here is the store's last line of defence (the service validates user input
+first): a memory that breaks an invariant never reaches a table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import unicodedata
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from verified_memory.errors import ValidationError
+from verified_memory.models import (
+    Anchor,
+    Citation,
+    EventKind,
+    Fingerprint,
+    Memory,
+    Status,
+    TelemetryEvent,
+)
+
+__all__ = [
+    "CITATION_COLUMNS",
+    "EVENT_COLUMNS",
+    "MEMORY_COLUMNS",
+    "Row",
+    "check_limit",
+    "check_lines",
+    "citation_from_row",
+    "citation_from_values",
+    "citation_values",
+    "dump_json",
+    "event_from_row",
+    "event_from_values",
+    "event_values",
+    "line_hashes_from_text",
+    "line_hashes_to_text",
+    "memory_from_row",
+    "memory_from_values",
+    "memory_values",
+    "normalize_event",
+    "normalize_memory",
+    "query_terms",
+    "text_terms",
+    "time_from_text",
+    "time_to_text",
+    "validate_citations",
+    "validate_events",
+    "validate_memory",
+    "with_supersedes",
+]
+
+#: Columns of ``agent_memory`` in the order ``memory_values`` returns them.
+MEMORY_COLUMNS = (
+    "id",
+    "repo",
+    "subject",
+    "fact",
+    "reason",
+    "category",
+    "tags",
+    "status",
+    "supersedes",
+    "superseded_by",
+    "created_by",
+    "created_at",
+    "refreshed_at",
+    "verification_count",
+    "applied_count",
+    "verified_commit",
+    "invalid_reason",
+)
+
+#: Columns of ``agent_memory_citation`` in the order ``citation_values`` returns them.
+CITATION_COLUMNS = (
+    "memory_id",
+    "position",
+    "repo",
+    "path",
+    "line_start",
+    "line_end",
+    "sha",
+    "blob_sha",
+    "snippet_hash",
+    "line_hashes",
+    "anchor",
+)
+
+#: Columns of ``agent_memory_telemetry`` (without ``id``) in ``event_values`` order.
+EVENT_COLUMNS = ("kind", "repo", "memory_id", "actor", "at", "detail")
+
+
+class Row(Protocol):
+    """Anything indexable by column name: ``sqlite3.Row``, a psycopg dict row, a dict."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+# --------------------------------------------------------------------------- scalars
+
+
+def time_to_text(value: datetime) -> str:
+    """Fixed-width UTC ISO-8601 with microseconds, so text order is time order."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def time_from_text(text: str) -> datetime:
+    value = datetime.fromisoformat(text)
+    if value.tzinfo is UTC:  # what we write: nothing to convert
+        return value
+    if value.tzinfo is None:  # written by hand or by an older tool: UTC by convention
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def line_hashes_to_text(hashes: Sequence[int]) -> str:
+    return " ".join(f"{h:016x}" for h in hashes)
+
+
+def line_hashes_from_text(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    count, extra = divmod(len(text) + 1, 17)
+    if not extra and text[16::17] == " " * (count - 1):
+        # The spelling we write (16 digits, single spaces): decode all at once in C.
+        with suppress(ValueError):
+            return struct.unpack(f">{count}Q", bytes.fromhex(text))
+    return tuple(int(w, 16) for w in text.split())
+
+
+def dump_json(value: Any, where: str) -> str:
+    """Strict JSON text; a value that is not JSON is a ``ValidationError`` naming ``where``."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{where} must be JSON-serialisable: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate_citations(citations: Sequence[Citation], where: str) -> None:
+    """A memory cites at least one place, and every range is 1-indexed and inclusive."""
+    if not citations:
+        raise ValidationError(f"{where}: a memory needs at least one citation")
+    for i, citation in enumerate(citations):
+        if not citation.path:
+            raise ValidationError(f"{where}: citations[{i}].path is empty")
+        if not 1 <= citation.line_start <= citation.line_end:
+            raise ValidationError(
+                f"{where}: citations[{i}] has lines {citation.line_start}-"
+                f"{citation.line_end}; need 1 <= line_start <= line_end"
+            )
+        if any(not 0 <= h < 2**64 for h in citation.fingerprint.line_hashes):
+            raise ValidationError(f"{where}: citations[{i}] has a line hash outside 64 bits")
+
+
+def validate_memory(memory: Memory) -> None:
+    if not memory.id:
+        raise ValidationError("a memory needs an id")
+    if not isinstance(memory.status, Status):
+        raise ValidationError(f"memory {memory.id}: status must be a Status, got {memory.status!r}")
+    validate_citations(memory.citations, f"memory {memory.id}")
+
+
+# --------------------------------------------------------------------------- memories
+
+
+def memory_values(memory: Memory) -> tuple[Any, ...]:
+    """The ``agent_memory`` row of a memory, in ``MEMORY_COLUMNS`` order."""
+    return (
+        memory.id,
+        memory.repo,
+        memory.subject,
+        memory.fact,
+        memory.reason,
+        memory.category,
+        dump_json(list(memory.tags), f"memory {memory.id}: tags"),
+        memory.status.value,
+        memory.supersedes,
+        memory.superseded_by,
+        memory.created_by,
+        time_to_text(memory.created_at),
+        time_to_text(memory.refreshed_at),
+        memory.verification_count,
+        memory.applied_count,
+        memory.verified_commit,
+        memory.invalid_reason,
+    )
+
+
+def citation_values(
+    memory_id: str, repo: str, position: int, citation: Citation
+) -> tuple[Any, ...]:
+    """The ``agent_memory_citation`` row of a citation, in ``CITATION_COLUMNS`` order."""
+    fp = citation.fingerprint
+    return (
+        memory_id,
+        position,
+        repo,
+        citation.path,
+        citation.line_start,
+        citation.line_end,
+        citation.sha,
+        citation.blob_sha,
+        fp.snippet_hash,
+        line_hashes_to_text(fp.line_hashes),
+        dump_json(fp.anchor.to_dict(), "anchor") if fp.anchor else None,
+    )
+
+
+def citation_from_row(row: Row) -> Citation:
+    """A citation from a row read by column name (a dict, ``sqlite3.Row``, psycopg)."""
+    return citation_from_values([row[c] for c in CITATION_COLUMNS])
+
+
+def citation_from_values(values: Sequence[Any]) -> Citation:
+    """A citation from a row in ``CITATION_COLUMNS`` order (the fast path: no name
+    look-ups, which is most of the cost of reading fifty memories)."""
+    _, _, _, path, line_start, line_end, sha, blob_sha, snippet_hash, hashes, anchor = values
+    return Citation(
+        path=path,
+        line_start=int(line_start),
+        line_end=int(line_end),
+        sha=sha,
+        blob_sha=blob_sha,
+        fingerprint=Fingerprint(
+            snippet_hash=snippet_hash,
+            line_hashes=line_hashes_from_text(hashes),
+            anchor=Anchor.from_dict(_json_object(anchor)) if anchor else None,
+        ),
+    )
+
+
+def memory_from_row(row: Row, citations: Sequence[Citation]) -> Memory:
+    """A memory from a row read by column name (a dict, ``sqlite3.Row``, psycopg)."""
+    return memory_from_values([row[c] for c in MEMORY_COLUMNS], citations)
+
+
+def memory_from_values(values: Sequence[Any], citations: Sequence[Citation]) -> Memory:
+    """A memory from a row in ``MEMORY_COLUMNS`` order (the fast path)."""
+    (memory_id, repo, subject, fact, reason, category, tags, status, supersedes,
+     superseded_by, created_by, created_at, refreshed_at, verification_count,
+     applied_count, verified_commit, invalid_reason) = values
+    return Memory(
+        id=memory_id,
+        repo=repo,
+        subject=subject,
+        fact=fact,
+        citations=tuple(citations),
+        status=_STATUS[status],
+        reason=reason,
+        category=category,
+        tags=_tags(tags),
+        supersedes=supersedes,
+        superseded_by=superseded_by,
+        created_by=created_by,
+        created_at=_time(created_at),
+        refreshed_at=_time(refreshed_at),
+        verification_count=int(verification_count),
+        applied_count=int(applied_count),
+        verified_commit=verified_commit,
+        invalid_reason=invalid_reason,
+    )
+
+
+def normalize_memory(memory: Memory) -> Memory:
+    """The memory exactly as a SQL store would read it back (UTC times, tuples)."""
+    citations = [
+        citation_from_values(citation_values(memory.id, memory.repo, i, c))
+        for i, c in enumerate(memory.citations)
+    ]
+    return memory_from_values(memory_values(memory), citations)
+
+
+# --------------------------------------------------------------------------- telemetry
+
+
+def event_values(event: TelemetryEvent) -> tuple[Any, ...]:
+    """The ``agent_memory_telemetry`` row of an event (no id), in ``EVENT_COLUMNS`` order."""
+    try:
+        kind = EventKind(event.kind)
+    except ValueError as exc:
+        raise ValidationError(f"unknown telemetry event kind {event.kind!r}") from exc
+    return (
+        kind.value,
+        event.repo,
+        event.memory_id,
+        event.actor,
+        time_to_text(event.at),
+        dump_json(dict(event.detail), f"{kind.value} event detail"),
+    )
+
+
+def event_from_row(row: Row) -> TelemetryEvent:
+    """An event from a row read by column name; ``id`` included."""
+    return event_from_values([row["id"], *(row[c] for c in EVENT_COLUMNS)])
+
+
+def event_from_values(values: Sequence[Any]) -> TelemetryEvent:
+    """An event from a row in ``("id", *EVENT_COLUMNS)`` order (the fast path)."""
+    event_id, kind, repo, memory_id, actor, at, detail = values
+    return TelemetryEvent(
+        id=int(event_id),
+        kind=EventKind(kind),
+        repo=repo,
+        memory_id=memory_id,
+        actor=actor,
+        at=_time(at),
+        detail=_json_object(detail) if detail else {},
+    )
+
+
+def normalize_event(event: TelemetryEvent, event_id: int) -> TelemetryEvent:
+    """The event exactly as a SQL store would read it back, with its assigned id."""
+    return event_from_values((event_id, *event_values(event)))
+
+
+def validate_events(events: Sequence[TelemetryEvent]) -> None:
+    """Check that every event can be written before a store writes any of them."""
+    for event in events:
+        event_values(event)
+
+
+# --------------------------------------------------------------------------- queries
+
+
+def check_limit(limit: int | None, where: str = "limit") -> int | None:
+    """``None`` means no limit; a negative limit is a caller's mistake, not "all"."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValidationError(f"{where} must be a whole number >= 0 or None, got {limit!r}")
+    return limit
+
+
+def check_lines(lines: tuple[int, int] | None) -> tuple[int, int] | None:
+    if lines is None:
+        return None
+    start, end = lines
+    if not 1 <= start <= end:
+        raise ValidationError(f"lines must be (start, end) with 1 <= start <= end, got {lines!r}")
+    return start, end
+
+
+_TERM = re.compile(r"[^\W_]+")
+
+
+def text_terms(text: str) -> list[str]:
+    """Words as SQLite's ``unicode61 remove_diacritics 2`` tokenizer sees them: runs of
+    letters and digits, lower-cased, diacritics removed. Punctuation (``- " * ( :``)
+    only separates words. (Lower-casing, not ``casefold``: FTS5 keeps ``ß`` as it is.)"""
+    decomposed = unicodedata.normalize("NFD", text.lower())
+    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return _TERM.findall(stripped)
+
+
+def query_terms(query: str) -> list[str]:
+    """The terms of a free-text query: every one must match, the last as a prefix
+    (the user may still be typing it). No terms means no results, not an error."""
+    return text_terms(query)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+_STATUS = {s.value: s for s in Status}
+
+
+def _time(value: Any) -> datetime:
+    if isinstance(value, str):
+        return time_from_text(value)
+    if isinstance(value, datetime):  # drivers that parse timestamps themselves
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    return time_from_text(str(value))
+
+
+def _tags(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):  # JSON text (SQLite)
+        return () if value == "[]" else tuple(json.loads(value))
+    return tuple(value or ())  # an array column (Postgres)
+
+
+def _json_object(value: Any) -> dict[str, Any]:
+    data = json.loads(value) if isinstance(value, str | bytes) else value
+    if not isinstance(data, Mapping):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    return dict(data)
+
+
+def with_supersedes(new: Memory, old_id: str) -> Memory:
+    """``new`` pointing back at ``old_id``; a different, explicit back-pointer is refused."""
+    if new.supersedes is None:
+        return replace(new, supersedes=old_id)
+    if new.supersedes != old_id:
+        raise ValidationError(
+            f"memory {new.id} says it supersedes {new.supersedes}, not {old_id}"
+        )
+    return new

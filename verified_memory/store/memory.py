@@ -1,0 +1,286 @@
+"""``InMemoryStore``: the ``MemoryStore`` contract with dicts and a lock.
+
+A public fake for tests (ours and yours): it passes the same contract suite as the
+SQLite store, so code tested against it behaves the same on a real database. Memories
+and events go through the same row rules as the SQL stores (``_rows``), so what you
+read back is exactly what SQLite would give you: UTC times, JSON-clean ``detail``.
+
+Search is plain word matching (every word, the last as a prefix) with a crude score
+(subject over tags over fact); it agrees with FTS5 on what matches, not on exact rank.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+
+from verified_memory.errors import Conflict, NotFound, StoreError, ValidationError
+from verified_memory.models import (
+    EventKind,
+    Memory,
+    RepoStats,
+    Status,
+    TelemetryEvent,
+    Transition,
+)
+from verified_memory.store._rows import (
+    check_limit,
+    check_lines,
+    normalize_event,
+    normalize_memory,
+    query_terms,
+    text_terms,
+    validate_citations,
+    validate_events,
+    validate_memory,
+    with_supersedes,
+)
+
+__all__ = ["InMemoryStore"]
+
+# Same order of importance as the SQLite store's bm25 weights.
+_WEIGHTS = {"subject": 4.0, "tags": 2.0, "fact": 1.0}
+
+
+class InMemoryStore:
+    """A ``MemoryStore`` that lives and dies with the process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._memories: dict[str, Memory] = {}
+        self._events: list[TelemetryEvent] = []
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"InMemoryStore({len(self._memories)} memories)"
+
+    # ------------------------------------------------------------------ writes
+
+    def add(self, memory: Memory, events: Sequence[TelemetryEvent] = ()) -> None:
+        validate_memory(memory)
+        validate_events(events)
+        stored = normalize_memory(memory)
+        with self._open():
+            if stored.id in self._memories:
+                raise Conflict(f"memory {stored.id} already exists")
+            self._memories[stored.id] = stored
+            self._append(events)
+
+    def supersede(
+        self, old_id: str, new: Memory, events: Sequence[TelemetryEvent] = ()
+    ) -> None:
+        new = with_supersedes(new, old_id)
+        validate_memory(new)
+        validate_events(events)
+        stored = normalize_memory(new)
+        with self._open():
+            old = self._memories.get(old_id)
+            if old is None:
+                raise NotFound(f"memory {old_id} not found")
+            if old.status != Status.ACTIVE:
+                raise Conflict(
+                    f"memory {old_id} is {old.status.value}, not active: it cannot be superseded"
+                )
+            if stored.id in self._memories:
+                raise Conflict(f"memory {stored.id} already exists")
+            self._memories[stored.id] = stored
+            self._memories[old_id] = replace(
+                old, status=Status.SUPERSEDED, superseded_by=stored.id
+            )
+            self._append(events)
+
+    def apply(self, transitions: Sequence[Transition]) -> list[Memory | None]:
+        for t in transitions:
+            if t.citations is not None:
+                validate_citations(t.citations, f"transition of memory {t.memory_id}")
+            if t.add_verifications < 0 or t.add_applications < 0:
+                raise ValidationError(f"transition of memory {t.memory_id}: counters only grow")
+            validate_events(t.events)
+        with self._open():
+            # Stage every change, then publish them together: all or nothing.
+            staged: dict[str, Memory] = {}
+            events: list[TelemetryEvent] = []
+            results: list[Memory | None] = []
+            for t in transitions:
+                current = staged.get(t.memory_id) or self._memories.get(t.memory_id)
+                if current is None:
+                    raise NotFound(f"memory {t.memory_id} not found")
+                if current.status != t.expect:
+                    results.append(None)  # lost a race: skip it and its events
+                    continue
+                updated = normalize_memory(
+                    replace(
+                        current,
+                        status=t.status if t.status is not None else current.status,
+                        invalid_reason=t.invalid_reason
+                        if t.invalid_reason is not None
+                        else current.invalid_reason,
+                        refreshed_at=t.refreshed_at
+                        if t.refreshed_at is not None
+                        else current.refreshed_at,
+                        verified_commit=t.verified_commit
+                        if t.verified_commit is not None
+                        else current.verified_commit,
+                        citations=t.citations if t.citations is not None else current.citations,
+                        verification_count=current.verification_count + t.add_verifications,
+                        applied_count=current.applied_count + t.add_applications,
+                    )
+                )
+                staged[t.memory_id] = updated
+                events.extend(t.events)
+                results.append(updated)
+            self._memories.update(staged)
+            self._append(events)
+            return results
+
+    def log(self, events: Sequence[TelemetryEvent]) -> None:
+        validate_events(events)
+        with self._open():
+            self._append(events)
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, memory_id: str) -> Memory:
+        return self.get_many([memory_id])[0]
+
+    def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
+        with self._open():
+            found: list[Memory] = []
+            for memory_id in memory_ids:
+                memory = self._memories.get(memory_id)
+                if memory is None:
+                    raise NotFound(f"memory {memory_id} not found")
+                found.append(memory)
+            return found
+
+    def recent(
+        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE
+    ) -> list[Memory]:
+        bound = check_limit(limit)
+        with self._open():
+            chosen = [
+                m for m in self._memories.values()
+                if m.repo == repo and (status is None or m.status == status)
+            ]
+        return _newest_first(chosen)[:bound]
+
+    def search(self, repo: str, query: str, *, limit: int = 20) -> list[Memory]:
+        bound = check_limit(limit)
+        terms = query_terms(query)
+        if not terms:
+            return []
+        with self._open():
+            candidates = [
+                m for m in self._memories.values()
+                if m.repo == repo and m.status is Status.ACTIVE
+            ]
+        scores = {m.id: s for m in candidates if (s := _score(m, terms)) > 0}
+        matched = _newest_first([m for m in candidates if m.id in scores])
+        # Best score first; the stable sort keeps recent() order between equals.
+        return sorted(matched, key=lambda m: -scores[m.id])[:bound]
+
+    def by_path(
+        self,
+        repo: str,
+        path: str,
+        *,
+        lines: tuple[int, int] | None = None,
+        limit: int = 50,
+    ) -> list[Memory]:
+        bound = check_limit(limit)
+        span = check_lines(lines)
+        with self._open():
+            chosen = [
+                m for m in self._memories.values()
+                if m.repo == repo and m.status is Status.ACTIVE and any(
+                    c.path == path
+                    and (span is None or (c.line_start <= span[1] and c.line_end >= span[0]))
+                    for c in m.citations
+                )
+            ]
+        return _newest_first(chosen)[:bound]
+
+    def events(
+        self,
+        *,
+        repo: str | None = None,
+        memory_id: str | None = None,
+        kinds: Sequence[EventKind] | None = None,
+        limit: int | None = 1000,
+    ) -> list[TelemetryEvent]:
+        bound = check_limit(limit)
+        wanted = None if kinds is None else {EventKind(k) for k in kinds}
+        with self._open():
+            chosen = [
+                e for e in self._events
+                if (repo is None or e.repo == repo)
+                and (memory_id is None or e.memory_id == memory_id)
+                and (wanted is None or e.kind in wanted)
+            ]
+        chosen.sort(key=lambda e: (e.at, e.id or 0))
+        # A fresh copy each time: a caller editing ``detail`` must not edit the log.
+        return [normalize_event(e, e.id or 0) for e in chosen[:bound]]
+
+    def stats(self, repo: str) -> RepoStats:
+        with self._open():
+            memories = [m for m in self._memories.values() if m.repo == repo]
+            kinds = Counter(e.kind.value for e in self._events if e.repo == repo)
+        by_status = {s.value: 0 for s in Status}
+        by_status.update(Counter(m.status.value for m in memories))
+        citations = sum(len(m.citations) for m in memories if m.status is Status.ACTIVE)
+        return RepoStats(
+            repo=repo, by_status=by_status, events=dict(sorted(kinds.items())),
+            citations=citations,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+    # ------------------------------------------------------------------ internals
+
+    @contextmanager
+    def _open(self) -> Iterator[None]:
+        """The lock, refusing to proceed once the store is closed (like a real store)."""
+        with self._lock:
+            if self._closed:
+                raise StoreError("the in-memory store is closed")
+            yield
+
+    def _append(self, events: Sequence[TelemetryEvent]) -> None:
+        """Append events with ids in arrival order. Call with the lock held."""
+        for event in events:
+            self._events.append(normalize_event(event, len(self._events) + 1))
+
+
+def _newest_first(memories: list[Memory]) -> list[Memory]:
+    """Most recently refreshed first; ties go to the smaller id (as in SQL)."""
+    by_id = sorted(memories, key=lambda m: m.id)
+    return sorted(by_id, key=lambda m: m.refreshed_at, reverse=True)  # stable: ids stay
+
+
+def _score(memory: Memory, terms: list[str]) -> float:
+    """0 unless every term occurs (the last as a prefix); more for subject hits and
+    for shorter fields, roughly as bm25 would rank them."""
+    fields = {
+        "subject": text_terms(memory.subject),
+        "tags": text_terms(" ".join(memory.tags)),
+        "fact": text_terms(memory.fact),
+    }
+    everything = [word for words in fields.values() for word in words]
+    *whole, last = terms
+    if not all(t in everything for t in whole):
+        return 0.0
+    if not any(word.startswith(last) for word in everything):
+        return 0.0
+    score = 0.0
+    for name, words in fields.items():
+        hits = sum(1 for w in words for i, t in enumerate(terms)
+                   if w == t or (i == len(terms) - 1 and w.startswith(t)))
+        score += _WEIGHTS[name] * hits / math.sqrt(len(words) or 1)
+    return score
+

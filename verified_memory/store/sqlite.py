@@ -1,0 +1,651 @@
+"""The embedded default store: one SQLite file, safe for many processes at once.
+
+Why it is shaped like this:
+
+- WAL mode lets readers run while one writer writes; every write opens with
+  ``BEGIN IMMEDIATE`` so it takes the write lock *before* reading what it checks.
+  That is what makes ``supersede`` and ``apply`` race-free across processes: the
+  status check and the update happen under the same lock, and a second writer waits
+  (up to ``busy_timeout``) instead of failing half-way with ``SQLITE_BUSY``.
+- ``synchronous=NORMAL`` is durable across application crashes in WAL mode and only
+  risks the last transactions on power loss, which is the right trade for a cache of
+  checked facts.
+- Numbered migrations run at construction, each in its own transaction, and are
+  recorded in ``schema_migrations``; a second process opening the same fresh file
+  re-checks under the write lock, so nothing runs twice.
+- ``agent_memory`` has an integer ``seq`` as its rowid alias and ``id`` as a unique
+  key: the full-text index (external content, kept in step by triggers) points at
+  rowids, and only an explicit INTEGER PRIMARY KEY survives ``VACUUM`` unchanged.
+- Citations of all returned memories are loaded with one query (``json_each`` over the
+  ids), so ``recent(50)`` costs two index look-ups however many memories there are.
+  The citation table is ``WITHOUT ROWID``, clustered on (memory_id, position), so a
+  memory's citations sit together on disk.
+- No ``sqlite3`` exception reaches a caller: a locked, corrupt or unreadable file is a
+  ``StoreError`` naming the file, a duplicate id a ``Conflict``.
+
+One store object may be used by one thread at a time, from any thread: a lock
+serialises operations on the single connection.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from verified_memory.errors import Conflict, NotFound, StoreError, ValidationError
+from verified_memory.models import (
+    Citation,
+    EventKind,
+    Memory,
+    RepoStats,
+    Status,
+    TelemetryEvent,
+    Transition,
+    utcnow,
+)
+from verified_memory.store._rows import (
+    CITATION_COLUMNS,
+    EVENT_COLUMNS,
+    MEMORY_COLUMNS,
+    check_limit,
+    check_lines,
+    citation_from_values,
+    citation_values,
+    event_from_values,
+    event_values,
+    memory_from_values,
+    memory_values,
+    query_terms,
+    time_to_text,
+    validate_citations,
+    validate_memory,
+    with_supersedes,
+)
+
+__all__ = ["MIGRATIONS", "SQLiteStore", "fts_query"]
+
+_STATUSES = ", ".join(f"'{s.value}'" for s in Status)
+
+#: (version, name, statements). Append only: never edit a migration that has shipped.
+MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
+    (
+        1,
+        "memories, citations, telemetry, full-text search",
+        (
+            f"""
+            CREATE TABLE agent_memory (
+                seq INTEGER PRIMARY KEY,
+                id TEXT NOT NULL UNIQUE,
+                repo TEXT NOT NULL,
+                subject TEXT NOT NULL,
+                fact TEXT NOT NULL,
+                reason TEXT,
+                category TEXT,
+                tags TEXT NOT NULL DEFAULT '[]',
+                status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ({_STATUSES})),
+                supersedes TEXT,
+                superseded_by TEXT,
+                created_by TEXT,
+                created_at TEXT NOT NULL,
+                refreshed_at TEXT NOT NULL,
+                verification_count INTEGER NOT NULL DEFAULT 0,
+                applied_count INTEGER NOT NULL DEFAULT 0,
+                verified_commit TEXT,
+                invalid_reason TEXT
+            )
+            """,
+            # recent(), with and without a status filter; ties go to the smaller id.
+            """
+            CREATE INDEX agent_memory_recent
+                ON agent_memory (repo, status, refreshed_at DESC, id)
+            """,
+            """
+            CREATE INDEX agent_memory_repo_refreshed
+                ON agent_memory (repo, refreshed_at DESC, id)
+            """,
+            """
+            CREATE TABLE agent_memory_citation (
+                memory_id TEXT NOT NULL REFERENCES agent_memory (id) ON DELETE CASCADE,
+                position INTEGER NOT NULL,
+                repo TEXT NOT NULL,
+                path TEXT NOT NULL,
+                line_start INTEGER NOT NULL,
+                line_end INTEGER NOT NULL,
+                sha TEXT,
+                blob_sha TEXT,
+                snippet_hash TEXT NOT NULL,
+                line_hashes TEXT NOT NULL DEFAULT '',
+                anchor TEXT,
+                PRIMARY KEY (memory_id, position),
+                CHECK (1 <= line_start AND line_start <= line_end)
+            ) WITHOUT ROWID
+            """,
+            """
+            CREATE INDEX agent_memory_citation_path
+                ON agent_memory_citation (repo, path, line_start)
+            """,
+            """
+            CREATE TABLE agent_memory_telemetry (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                kind TEXT NOT NULL,
+                repo TEXT NOT NULL,
+                memory_id TEXT,
+                actor TEXT,
+                at TEXT NOT NULL,
+                detail TEXT NOT NULL DEFAULT '{}'
+            )
+            """,
+            "CREATE INDEX agent_memory_telemetry_repo ON agent_memory_telemetry (repo, at)",
+            "CREATE INDEX agent_memory_telemetry_memory ON agent_memory_telemetry (memory_id)",
+            """
+            CREATE TRIGGER agent_memory_telemetry_no_update
+            BEFORE UPDATE ON agent_memory_telemetry
+            BEGIN SELECT RAISE(ABORT, 'agent_memory_telemetry is append-only'); END
+            """,
+            """
+            CREATE TRIGGER agent_memory_telemetry_no_delete
+            BEFORE DELETE ON agent_memory_telemetry
+            BEGIN SELECT RAISE(ABORT, 'agent_memory_telemetry is append-only'); END
+            """,
+            """
+            CREATE VIRTUAL TABLE agent_memory_fts USING fts5 (
+                subject, fact, tags,
+                content = 'agent_memory', content_rowid = 'seq',
+                tokenize = 'unicode61 remove_diacritics 2'
+            )
+            """,
+            """
+            CREATE TRIGGER agent_memory_fts_insert AFTER INSERT ON agent_memory BEGIN
+                INSERT INTO agent_memory_fts (rowid, subject, fact, tags)
+                VALUES (new.seq, new.subject, new.fact, new.tags);
+            END
+            """,
+            """
+            CREATE TRIGGER agent_memory_fts_delete AFTER DELETE ON agent_memory BEGIN
+                INSERT INTO agent_memory_fts (agent_memory_fts, rowid, subject, fact, tags)
+                VALUES ('delete', old.seq, old.subject, old.fact, old.tags);
+            END
+            """,
+            """
+            CREATE TRIGGER agent_memory_fts_update
+            AFTER UPDATE OF subject, fact, tags ON agent_memory BEGIN
+                INSERT INTO agent_memory_fts (agent_memory_fts, rowid, subject, fact, tags)
+                VALUES ('delete', old.seq, old.subject, old.fact, old.tags);
+                INSERT INTO agent_memory_fts (rowid, subject, fact, tags)
+                VALUES (new.seq, new.subject, new.fact, new.tags);
+            END
+            """,
+        ),
+    ),
+)
+
+_M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
+_INSERT_MEMORY = (
+    f"INSERT INTO agent_memory ({', '.join(MEMORY_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in MEMORY_COLUMNS)})"
+)
+_INSERT_CITATION = (
+    f"INSERT INTO agent_memory_citation ({', '.join(CITATION_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in CITATION_COLUMNS)})"
+)
+_INSERT_EVENT = (
+    f"INSERT INTO agent_memory_telemetry ({', '.join(EVENT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in EVENT_COLUMNS)})"
+)
+_SELECT_CITATIONS = (
+    f"SELECT {', '.join(CITATION_COLUMNS)} FROM agent_memory_citation "
+    "WHERE memory_id IN (SELECT value FROM json_each(?)) ORDER BY memory_id, position"
+)
+# Column weights for bm25: a word in the subject says more than one in a long fact.
+_BM25 = "bm25(agent_memory_fts, 4.0, 1.0, 2.0)"
+
+
+def fts_query(query: str) -> str | None:
+    """A free-text query as a safe FTS5 expression, or None when it has no words.
+
+    Every term is double-quoted (a quote inside is doubled), so FTS5 operators and
+    punctuation in user input (``- " * ( : NEAR AND``) are never parsed as syntax.
+    Terms are ANDed; the last one is a prefix because the user may still be typing.
+    """
+    terms = [f'"{t.replace(chr(34), chr(34) * 2)}"' for t in query_terms(query)]
+    if not terms:
+        return None
+    terms[-1] += "*"
+    return " ".join(terms)
+
+
+class SQLiteStore:
+    """A ``MemoryStore`` in one SQLite file (``":memory:"`` for a throwaway one)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 5.0) -> None:
+        self.path = os.fspath(path)
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = self._open()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ writes
+
+    def add(self, memory: Memory, events: Sequence[TelemetryEvent] = ()) -> None:
+        validate_memory(memory)
+        rows = _memory_rows(memory)
+        event_rows = [event_values(e) for e in events]
+        with self._write("adding a memory") as conn:
+            self._insert_memory(conn, memory, rows)
+            conn.executemany(_INSERT_EVENT, event_rows)
+
+    def supersede(
+        self, old_id: str, new: Memory, events: Sequence[TelemetryEvent] = ()
+    ) -> None:
+        new = with_supersedes(new, old_id)
+        validate_memory(new)
+        rows = _memory_rows(new)
+        event_rows = [event_values(e) for e in events]
+        with self._write("superseding a memory") as conn:
+            # Under BEGIN IMMEDIATE nobody else can write between this check and the
+            # update below, so of two racing supersedes exactly one sees 'active'.
+            found = conn.execute(
+                "SELECT status FROM agent_memory WHERE id = ?", (old_id,)
+            ).fetchone()
+            if found is None:
+                raise NotFound(f"memory {old_id} not found")
+            if found[0] != Status.ACTIVE.value:
+                raise Conflict(
+                    f"memory {old_id} is {found[0]}, not active: it cannot be superseded"
+                )
+            self._insert_memory(conn, new, rows)
+            conn.execute(
+                "UPDATE agent_memory SET status = ?, superseded_by = ? WHERE id = ?",
+                (Status.SUPERSEDED.value, new.id, old_id),
+            )
+            conn.executemany(_INSERT_EVENT, event_rows)
+
+    def apply(self, transitions: Sequence[Transition]) -> list[Memory | None]:
+        prepared = [_prepare(t) for t in transitions]
+        results: list[Memory | None] = []
+        if not prepared:
+            return results
+        with self._write("applying transitions") as conn:
+            for transition, citations, event_rows in prepared:
+                found = conn.execute(
+                    "SELECT status, repo FROM agent_memory WHERE id = ?", (transition.memory_id,)
+                ).fetchone()
+                if found is None:
+                    raise NotFound(f"memory {transition.memory_id} not found")
+                status, repo = found
+                if status != transition.expect.value:
+                    results.append(None)  # lost a race: skip it and its events
+                    continue
+                conn.execute(
+                    """
+                    UPDATE agent_memory SET
+                        status = coalesce(?, status),
+                        invalid_reason = coalesce(?, invalid_reason),
+                        refreshed_at = coalesce(?, refreshed_at),
+                        verified_commit = coalesce(?, verified_commit),
+                        verification_count = verification_count + ?,
+                        applied_count = applied_count + ?
+                    WHERE id = ?
+                    """,
+                    (
+                        transition.status.value if transition.status is not None else None,
+                        transition.invalid_reason,
+                        time_to_text(transition.refreshed_at)
+                        if transition.refreshed_at is not None
+                        else None,
+                        transition.verified_commit,
+                        transition.add_verifications,
+                        transition.add_applications,
+                        transition.memory_id,
+                    ),
+                )
+                if citations is not None:
+                    conn.execute(
+                        "DELETE FROM agent_memory_citation WHERE memory_id = ?",
+                        (transition.memory_id,),
+                    )
+                    conn.executemany(
+                        _INSERT_CITATION,
+                        [
+                            citation_values(transition.memory_id, repo, i, c)
+                            for i, c in enumerate(citations)
+                        ],
+                    )
+                conn.executemany(_INSERT_EVENT, event_rows)
+                results.append(self._select_many(conn, [transition.memory_id])[0])
+        return results
+
+    def log(self, events: Sequence[TelemetryEvent]) -> None:
+        rows = [event_values(e) for e in events]
+        if not rows:
+            return
+        with self._write("logging telemetry") as conn:
+            conn.executemany(_INSERT_EVENT, rows)
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, memory_id: str) -> Memory:
+        return self.get_many([memory_id])[0]
+
+    def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
+        ids = list(memory_ids)
+        if not ids:
+            return []
+        with self._read("reading memories") as conn:
+            return self._select_many(conn, ids)
+
+    def recent(
+        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE
+    ) -> list[Memory]:
+        bound = _sql_limit(limit)
+        where = "m.repo = ?"
+        params: list[Any] = [repo]
+        if status is not None:
+            where += " AND m.status = ?"
+            params.append(Status(status).value)
+        sql = (
+            f"SELECT {_M} FROM agent_memory m WHERE {where} "
+            "ORDER BY m.refreshed_at DESC, m.id LIMIT ?"
+        )
+        with self._read("listing recent memories") as conn:
+            return self._hydrate(conn, conn.execute(sql, (*params, bound)).fetchall())
+
+    def search(self, repo: str, query: str, *, limit: int = 20) -> list[Memory]:
+        bound = _sql_limit(limit)
+        expression = fts_query(query)
+        if expression is None or bound == 0:
+            return []
+        sql = (
+            f"SELECT {_M} FROM agent_memory_fts f JOIN agent_memory m ON m.seq = f.rowid "
+            "WHERE agent_memory_fts MATCH ? AND m.repo = ? AND m.status = 'active' "
+            f"ORDER BY {_BM25}, m.refreshed_at DESC, m.id LIMIT ?"
+        )
+        with self._read("searching memories") as conn:
+            rows = conn.execute(sql, (expression, repo, bound)).fetchall()
+            return self._hydrate(conn, rows)
+
+    def by_path(
+        self,
+        repo: str,
+        path: str,
+        *,
+        lines: tuple[int, int] | None = None,
+        limit: int = 50,
+    ) -> list[Memory]:
+        bound = _sql_limit(limit)
+        span = check_lines(lines)
+        inner = "c.repo = ? AND c.path = ?"
+        params: list[Any] = [repo, path]
+        if span is not None:
+            inner += " AND c.line_start <= ? AND c.line_end >= ?"
+            params += [span[1], span[0]]
+        # CROSS JOIN keeps the citation index as the outer loop: a rarely cited path
+        # costs a few look-ups, not a walk over every active memory of the repository.
+        sql = (
+            f"SELECT {_M} FROM (SELECT DISTINCT c.memory_id FROM agent_memory_citation c "
+            f"WHERE {inner}) AS hit CROSS JOIN agent_memory m ON m.id = hit.memory_id "
+            "WHERE m.repo = ? AND m.status = 'active' "
+            "ORDER BY m.refreshed_at DESC, m.id LIMIT ?"
+        )
+        with self._read("finding memories by path") as conn:
+            return self._hydrate(conn, conn.execute(sql, (*params, repo, bound)).fetchall())
+
+    def events(
+        self,
+        *,
+        repo: str | None = None,
+        memory_id: str | None = None,
+        kinds: Sequence[EventKind] | None = None,
+        limit: int | None = 1000,
+    ) -> list[TelemetryEvent]:
+        bound = _sql_limit(limit)
+        clauses: list[str] = []
+        params: list[Any] = []
+        if repo is not None:
+            clauses.append("repo = ?")
+            params.append(repo)
+        if memory_id is not None:
+            clauses.append("memory_id = ?")
+            params.append(memory_id)
+        if kinds is not None:
+            clauses.append("kind IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps([EventKind(k).value for k in kinds]))
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = (
+            f"SELECT id, {', '.join(EVENT_COLUMNS)} FROM agent_memory_telemetry {where} "
+            "ORDER BY at, id LIMIT ?"
+        )
+        with self._read("reading telemetry") as conn:
+            return [event_from_values(r) for r in conn.execute(sql, (*params, bound))]
+
+    def stats(self, repo: str) -> RepoStats:
+        with self._read("counting memories") as conn:
+            by_status = {s.value: 0 for s in Status}
+            for status, count in conn.execute(
+                "SELECT status, count(*) FROM agent_memory WHERE repo = ? GROUP BY status",
+                (repo,),
+            ):
+                by_status[status] = count
+            events = dict(conn.execute(
+                    "SELECT kind, count(*) FROM agent_memory_telemetry WHERE repo = ? "
+                    "GROUP BY kind ORDER BY kind",
+                    (repo,),
+                ))
+            citations = conn.execute(
+                "SELECT count(*) FROM agent_memory_citation c "
+                "JOIN agent_memory m ON m.id = c.memory_id "
+                "WHERE m.repo = ? AND m.status = 'active'",
+                (repo,),
+            ).fetchone()[0]
+        return RepoStats(repo=repo, by_status=by_status, events=events, citations=citations)
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                try:
+                    conn.close()
+                except sqlite3.Error as exc:
+                    raise self._translate(exc, "closing") from exc
+
+    # ------------------------------------------------------------------ internals
+
+    def _open(self) -> sqlite3.Connection:
+        target = self.path
+        if target != ":memory:" and not target.startswith("file:"):
+            file = Path(target).expanduser()
+            try:
+                file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create the directory for the memory store {file}: {exc}"
+                ) from exc
+            target = str(file)
+            self.path = target
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(
+                target,
+                timeout=self.timeout,
+                isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+                check_same_thread=False,  # created here, used under self._lock anywhere
+                uri=target.startswith("file:"),
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            _migrate(conn, self.path)
+        except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
+            raise self._translate(exc, "opening") from exc
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+        return conn
+
+    @contextmanager
+    def _read(self, action: str) -> Iterator[sqlite3.Connection]:
+        """The connection, under the lock, with sqlite3 errors translated."""
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise StoreError(f"the memory store {self.path} is closed")
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                raise self._translate(exc, action) from exc
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction: committed if the block returns, rolled
+        back (and the error re-raised, translated) if it raises anything."""
+        with self._read(action) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+
+    def _insert_memory(
+        self, conn: sqlite3.Connection, memory: Memory, rows: _MemoryRows
+    ) -> None:
+        memory_row, citation_rows = rows
+        try:
+            conn.execute(_INSERT_MEMORY, memory_row)
+        except sqlite3.IntegrityError as exc:
+            if "agent_memory.id" in str(exc):
+                raise Conflict(f"memory {memory.id} already exists in {self.path}") from exc
+            raise
+        conn.executemany(_INSERT_CITATION, citation_rows)
+
+    def _select_many(self, conn: sqlite3.Connection, ids: list[str]) -> list[Memory]:
+        rows = conn.execute(
+            f"SELECT {_M} FROM agent_memory m "
+            "WHERE m.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),),
+        ).fetchall()
+        memories = {m.id: m for m in self._hydrate(conn, rows)}
+        for memory_id in ids:
+            if memory_id not in memories:
+                raise NotFound(f"memory {memory_id} not found")
+        return [memories[i] for i in ids]
+
+    def _hydrate(self, conn: sqlite3.Connection, rows: list[Any]) -> list[Memory]:
+        """Memories from their rows, with every citation loaded in one query."""
+        if not rows:
+            return []
+        citations: dict[str, list[Citation]] = {row[0]: [] for row in rows}
+        for row in conn.execute(_SELECT_CITATIONS, (json.dumps(list(citations)),)):
+            citations[row[0]].append(citation_from_values(row))
+        return [memory_from_values(row, citations[row[0]]) for row in rows]
+
+    def _translate(self, exc: sqlite3.Error, action: str) -> StoreError:
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        message = str(exc)
+        if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in message:
+            return StoreError(
+                f"the memory store {self.path} is locked by another process "
+                f"(gave up after {self.timeout:g} s while {action}); try again"
+            )
+        if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in message:
+            return StoreError(
+                f"the memory store {self.path} is corrupt or not a SQLite database "
+                f"({message}); move it aside to start a new one"
+            )
+        if name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_IOERR", "SQLITE_PERM")):
+            return StoreError(
+                f"cannot read or write the memory store {self.path} while {action}: {message}"
+            )
+        return StoreError(f"the memory store {self.path} failed while {action}: {message}")
+
+
+# ---------------------------------------------------------------------- helpers
+
+_MemoryRows = tuple[tuple[Any, ...], list[tuple[Any, ...]]]
+
+
+def _memory_rows(memory: Memory) -> _MemoryRows:
+    """All rows of a memory, computed before the transaction so it stays short."""
+    return (
+        memory_values(memory),
+        [citation_values(memory.id, memory.repo, i, c) for i, c in enumerate(memory.citations)],
+    )
+
+
+def _prepare(
+    transition: Transition,
+) -> tuple[Transition, tuple[Citation, ...] | None, list[tuple[Any, ...]]]:
+    """Validate a transition and serialise its events before any write happens."""
+    if transition.citations is not None:
+        validate_citations(transition.citations, f"transition of memory {transition.memory_id}")
+    if transition.add_verifications < 0 or transition.add_applications < 0:
+        raise ValidationError(
+            f"transition of memory {transition.memory_id}: counters only grow"
+        )
+    return transition, transition.citations, [event_values(e) for e in transition.events]
+
+
+def _sql_limit(limit: int | None) -> int:
+    bound = check_limit(limit)
+    return -1 if bound is None else bound  # SQLite reads a negative LIMIT as "no limit"
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Undo the open transaction; an error here must not hide the one that caused it."""
+    if conn.in_transaction:
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
+def _migrate(conn: sqlite3.Connection, path: str) -> None:
+    """Apply the migrations this file lacks, each in its own write transaction."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations "
+        "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+    latest = MIGRATIONS[-1][0]
+    if applied and max(applied) > latest:
+        raise StoreError(
+            f"the memory store {path} has schema version {max(applied)}, newer than this "
+            f"verified-memory understands ({latest}); upgrade verified-memory"
+        )
+    for version, name, statements in MIGRATIONS:
+        if version in applied:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have migrated while we waited for the write lock.
+            done = conn.execute(
+                "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
+            ).fetchone()
+            if done is None:
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (version, name, time_to_text(utcnow())),
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
