@@ -6,6 +6,8 @@
 
 For each size N the store is filled with N memories (3 citations each) citing real code
 (this package's own source files, copied into a fresh git repository of 200 files),
+spread over N / 1,000 repositories (1,000 active memories per repository: the seed's soft
+limit; ``--per-repo`` changes it, e.g. to N for the single-repository worst case),
 then timed: storing through the service (fingerprinting included), ``get_recent(50)``,
 ``search_by_path``, ``search``; and two verification passes: 10,000 citations whose
 files did not change, and 1,000 citations whose lines moved (a header was inserted).
@@ -32,7 +34,7 @@ from verified_memory.anchors.fingerprint import fingerprint_lines
 from verified_memory.models import Citation
 from verified_memory.store.base import MemoryStore
 
-REPO = "bench/app"
+REPO = "bench/app0"  # the repository the read benchmarks query
 FILES = 200
 WORDS = ("cache retry token session schema index route config parser timeout version "
          "queue worker migration tenant export import review anchor").split()
@@ -73,8 +75,9 @@ def citable(lines: list[str], rng: random.Random) -> tuple[int, int]:
 
 
 def fill(store: MemoryStore, n: int, files: dict[str, list[str]], commit: str,
-         blobs: dict[str, str], rng: random.Random) -> list[Memory]:
+         blobs: dict[str, str], rng: random.Random, per_repo: int = 1000) -> list[Memory]:
     """N memories with precomputed fingerprints, added through the store."""
+    repos = max(1, n // per_repo)
     paths = list(files)
     out = []
     for i in range(n):
@@ -83,7 +86,7 @@ def fill(store: MemoryStore, n: int, files: dict[str, list[str]], commit: str,
             start, end = citable(files[path], rng)
             citations.append(Citation(path, start, end, commit, blobs[path],
                                       fingerprint_lines(files[path], start, end)))
-        memory = Memory(id=str(uuid.uuid4()), repo=REPO,
+        memory = Memory(id=str(uuid.uuid4()), repo=f"bench/app{i % repos}",
                         subject=f"{rng.choice(WORDS)} {rng.choice(WORDS)} convention {i}",
                         fact=" ".join(rng.choices(WORDS, k=25)), citations=tuple(citations),
                         tags=(rng.choice(WORDS),))
@@ -109,7 +112,7 @@ def timer() -> Iterator[list[float]]:
     box.append((time.perf_counter() - t) * 1000)
 
 
-def run(size: int, db: str | None, workdir: Path) -> dict[str, float]:
+def run(size: int, db: str | None, workdir: Path, per_repo: int) -> dict[str, float]:
     rng = random.Random(size)
     repo, files = make_repo(workdir / f"n{size}")
     source = LocalGitSource(repo)
@@ -118,7 +121,7 @@ def run(size: int, db: str | None, workdir: Path) -> dict[str, float]:
     store = open_store(db or f"sqlite:///{workdir / f'n{size}.db'}")
     service = MemoryService(store, source, actor="bench")
     t = time.perf_counter()
-    memories = fill(store, size, files, commit, blobs, rng)
+    memories = fill(store, size, files, commit, blobs, rng, per_repo)
     fill_s = time.perf_counter() - t
     result: dict[str, float] = {"fill_s": fill_s}
 
@@ -166,13 +169,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--db", help="store URL (default: a new SQLite file per size)")
+    parser.add_argument("--per-repo", type=int, default=1000,
+                        help="memories per repository (default 1,000)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="vmem-bench-"))
     rows = []
     try:
         for size in (int(s) for s in args.sizes.split(",")):
             print(f"... {size} memories", file=sys.stderr)
-            rows.append((size, run(size, args.db, workdir)))
+            rows.append((size, run(size, args.db, workdir, args.per_repo)))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     backend = "Postgres" if args.db and args.db.startswith("postgres") else "SQLite"

@@ -314,6 +314,7 @@ class MemoryService:
         revisions: dict[str, str] = {}
         requests = 0
         done = 0
+        verifiers: dict[int, Verifier] = {}  # one per source: files are read once per run
         for repo_name, group in by_repo.items():
             source = self.source_for(repo_name)
             before = int(getattr(source, "requests", 0))
@@ -322,7 +323,7 @@ class MemoryService:
             except SourceUnavailable:
                 revision = ref  # every citation below comes out unverifiable
             revisions[repo_name] = revision
-            verifier = Verifier(source, locator=self.locator)
+            verifier = verifiers.setdefault(id(source), Verifier(source, locator=self.locator))
             checked: list[tuple[Memory, list[CitationCheck]]] = []
             for memory in group:
                 checked.append((memory, verifier.check(memory.citations, revision)))
@@ -469,8 +470,14 @@ class MemoryService:
 
 
 def _advance(check: CitationCheck, sha: str | None) -> Citation:
-    """The citation after a passing check: its new place and pins, same fingerprint."""
+    """The citation after a passing check: its new place and pins, same fingerprint.
+
+    A file whose blob did not change (step 1) keeps its old pins: "at that commit the
+    file was this blob" is still true, step 1 still answers next time, and a pass over
+    unchanged code then rewrites no citation rows."""
     assert check.location is not None
+    if check.step == 1:
+        return check.citation
     return check.citation.moved_to(check.location, sha=sha, blob_sha=check.blob_sha)
 
 

@@ -276,9 +276,9 @@ class SQLiteStore:
 
     def apply(self, transitions: Sequence[Transition]) -> list[Memory | None]:
         prepared = [_prepare(t) for t in transitions]
-        results: list[Memory | None] = []
+        results: list[str | None] = []
         if not prepared:
-            return results
+            return []
         with self._write("applying transitions") as conn:
             for transition, citations, event_rows in prepared:
                 found = conn.execute(
@@ -326,8 +326,11 @@ class SQLiteStore:
                         ],
                     )
                 conn.executemany(_INSERT_EVENT, event_rows)
-                results.append(self._select_many(conn, [transition.memory_id])[0])
-        return results
+                results.append(transition.memory_id)
+            # One read for the whole batch: a verification pass applies thousands.
+            applied = [r for r in results if r is not None]
+            fresh = {m.id: m for m in self._select_many(conn, applied)} if applied else {}
+        return [fresh[r] if r is not None else None for r in results]
 
     def log(self, events: Sequence[TelemetryEvent]) -> None:
         rows = [event_values(e) for e in events]
