@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+# The throwaway Postgres server for the Postgres and Supabase tests (see tests/pg.py).
+pytest_plugins = ["tests.pg"]
+
 
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.pg import postgres_store, supabase_store
 from verified_memory.store.base import MemoryStore
 from verified_memory.store.memory import InMemoryStore
 from verified_memory.store.sqlite import SQLiteStore
@@ -29,6 +30,11 @@ def memory_store(tmp_path: Path) -> MemoryStore:
 STORE_FACTORIES = [
     pytest.param(sqlite_store, id="sqlite"),
     pytest.param(memory_store, id="memory"),
+    # A real Postgres (skipped with the reason when none can be started; fails under
+    # CI=true), and Supabase: supabase-py's real HTTP calls answered by a fake PostgREST
+    # over that Postgres. See tests/pg.py.
+    pytest.param(postgres_store, id="postgres", marks=pytest.mark.postgres),
+    pytest.param(supabase_store, id="supabase", marks=pytest.mark.postgres),
 ]
 
 

@@ -259,6 +259,14 @@ def test_recent_is_per_repository(store: MemoryStore) -> None:
     assert store.recent("nobody/nothing") == []
 
 
+def test_repos_lists_every_repository_with_memories(store: MemoryStore) -> None:
+    assert store.repos() == []
+    store.add(mem(repo=OTHER))
+    store.add(mem(repo=REPO, status=Status.INVALID))
+    store.add(mem(repo=REPO))
+    assert store.repos() == sorted({REPO, OTHER})
+
+
 def test_recent_breaks_ties_by_id(store: MemoryStore) -> None:
     b, a = mem(id="bbbb", minutes=5), mem(id="aaaa", minutes=5)
     store.add(b)

@@ -17,6 +17,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from verified_memory.cli.db import db
 from verified_memory.cli.render import Output
 from verified_memory.errors import SourceUnavailable, ValidationError, VerifiedMemoryError
 from verified_memory.models import CitationRef, Decision, NewMemory, parse_citation
@@ -131,6 +132,7 @@ def cli(ctx: click.Context, db: str | None, directory: Path) -> None:
 
 
 pass_env = click.make_pass_decorator(Env)
+cli.add_command(db)
 
 
 def _memory_input(input_file: str | None, repo: str | None, env: Env,

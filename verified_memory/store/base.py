@@ -67,6 +67,9 @@ class MemoryStore(Protocol):
     ) -> list[Memory]:
         """Active memories citing ``path`` (overlapping ``lines`` when given)."""
 
+    def repos(self) -> list[str]:
+        """Every repository with memories (any status), sorted."""
+
     def log(self, events: Sequence[TelemetryEvent]) -> None:
         """Append telemetry events."""
 

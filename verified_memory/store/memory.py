@@ -168,6 +168,10 @@ class InMemoryStore:
             ]
         return _newest_first(chosen)[:bound]
 
+    def repos(self) -> list[str]:
+        with self._open():
+            return sorted({m.repo for m in self._memories.values()})
+
     def search(self, repo: str, query: str, *, limit: int = 20) -> list[Memory]:
         bound = check_limit(limit)
         terms = query_terms(query)

@@ -367,6 +367,11 @@ class SQLiteStore:
         with self._read("listing recent memories") as conn:
             return self._hydrate(conn, conn.execute(sql, (*params, bound)).fetchall())
 
+    def repos(self) -> list[str]:
+        with self._read("listing repositories") as conn:
+            return [row[0] for row in conn.execute(
+                "SELECT DISTINCT repo FROM agent_memory ORDER BY repo")]
+
     def search(self, repo: str, query: str, *, limit: int = 20) -> list[Memory]:
         bound = _sql_limit(limit)
         expression = fts_query(query)

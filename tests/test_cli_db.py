@@ -1,0 +1,78 @@
+"""``vmem db``: migrate, and move memories between SQLite and Postgres as JSONL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.gitrepo import GitRepo
+from verified_memory.cli import main
+
+
+def vmem(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(done.value.code or 0), out, err
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
+    repo = GitRepo(tmp_path / "work")
+    repo.write("a.py", "def a():\n    return 1\n")
+    repo.commit("initial")
+    repo.run("remote", "add", "origin", "https://github.com/acme/a.git")
+    monkeypatch.chdir(repo.path)
+    return repo
+
+
+def test_sqlite_migrate_export_import_round_trip(repo: GitRepo, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+    assert vmem(capsys, "--db", first, "db", "migrate")[1] == "the schema is up to date\n"
+    code, out, _ = vmem(capsys, "--db", first, "store", "--subject", "s", "--fact", "f",
+                        "--cite", "a.py:1-2", "--json")
+    memory_id = json.loads(out)["id"]
+    vmem(capsys, "--db", first, "invalidate", memory_id, "--reason", "gone")
+    dump = tmp_path / "dump.jsonl"
+    code, _, err = vmem(capsys, "--db", first, "db", "export", "-o", str(dump))
+    assert code == 0 and "exported 1 memories and 2 events" in err
+    code, out, _ = vmem(capsys, "--db", second, "db", "import", str(dump), "--json")
+    assert json.loads(out)["memories"] == 1
+    code, out, _ = vmem(capsys, "--db", second, "show", memory_id, "--json")
+    moved = json.loads(out)
+    assert moved["status"] == "invalid" and moved["invalid_reason"] == "gone"
+    # Importing again skips what is there: nothing is duplicated.
+    code, out, _ = vmem(capsys, "--db", second, "db", "import", str(dump), "--json")
+    assert json.loads(out)["skipped"] == 1
+
+
+def test_import_of_a_bad_file_names_the_line_and_writes_nothing(
+        repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "memory", "id": "x"}\nnot json\n')
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    code, _, err = vmem(capsys, "--db", url, "db", "import", str(bad))
+    assert code == 1 and err.startswith("vmem: error:") and "line" in err
+    assert json.loads(vmem(capsys, "--db", url, "recent", "--json")[1]) == []
+
+
+@pytest.mark.postgres
+def test_postgres_migrate_is_harmless_to_rerun_and_takes_an_export(
+        repo: GitRepo, tmp_path: Path, pg_empty_url: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = vmem(capsys, "--db", pg_empty_url, "db", "migrate", "--json")
+    assert code == 0 and json.loads(out)["applied"][0].startswith("001")
+    code, out, _ = vmem(capsys, "--db", pg_empty_url, "db", "migrate", "--json")
+    assert json.loads(out)["applied"] == []
+    lite = f"sqlite:///{tmp_path / 'a.db'}"
+    code, out, _ = vmem(capsys, "--db", lite, "store", "--subject", "s", "--fact", "f",
+                        "--cite", "a.py:1", "--json")
+    dump = tmp_path / "dump.jsonl"
+    vmem(capsys, "--db", lite, "db", "export", "-o", str(dump))
+    code, out, _ = vmem(capsys, "--db", pg_empty_url, "db", "import", str(dump), "--json")
+    assert code == 0 and json.loads(out)["memories"] == 1
+    code, out, _ = vmem(capsys, "--db", pg_empty_url, "recent", "--json")
+    assert [m["subject"] for m in json.loads(out)] == ["s"]

@@ -1,0 +1,500 @@
+"""``PostgresStore``: the ``MemoryStore`` on Postgres, for teams that share one database.
+
+Why it is shaped like this:
+
+- Every mutation is one call to a SQL function from ``sql/002_functions.sql``
+  (``agent_memory_add``, ``_supersede``, ``_apply``, ``_log``), so it is atomic on the
+  server, and the Supabase store runs exactly the same code through ``rpc()``. The
+  supersede race is settled by a row lock: the second agent waits, then finds the old
+  memory no longer active and gets ``Conflict``.
+- Memories travel as JSON in ``Memory.to_dict()`` shape, both ways; reads go through
+  the ``agent_memory_full`` view, which returns a memory with its citations in one row.
+- Search terms are computed here with the same tokenizer as SQLite's FTS5
+  (``_rows.text_terms``) and stored as lexemes, so every store agrees on what matches.
+- A ``psycopg_pool.ConnectionPool`` serves many threads; construction first connects
+  once directly, so a wrong URL or password fails at once with the server's own words,
+  and applies pending migrations (``migrate=False`` to skip, e.g. for a role without
+  DDL rights on an already migrated database).
+- Serialization failures and deadlocks are retried (the transaction was rolled back,
+  so a retry is safe); every other psycopg error is translated (``translate``).
+
+The helpers that build JSON payloads and read rows back are shared with
+``store/supabase.py``; they import nothing from psycopg.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from verified_memory.config import _redact
+from verified_memory.errors import (
+    Conflict,
+    MissingDependency,
+    NotFound,
+    StoreError,
+    ValidationError,
+    VerifiedMemoryError,
+)
+from verified_memory.models import (
+    Citation,
+    EventKind,
+    Memory,
+    RepoStats,
+    Status,
+    TelemetryEvent,
+    Transition,
+)
+from verified_memory.store._rows import (
+    EVENT_COLUMNS,
+    MEMORY_COLUMNS,
+    check_limit,
+    check_lines,
+    event_from_row,
+    event_values,
+    memory_from_row,
+    memory_values,
+    query_terms,
+    text_terms,
+    time_to_text,
+    validate_citations,
+    validate_memory,
+    with_supersedes,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+__all__ = [
+    "PostgresStore",
+    "event_payload",
+    "memory_from_json",
+    "memory_payload",
+    "stats_from_json",
+    "transition_payload",
+    "translate_sqlstate",
+]
+
+T = TypeVar("T")
+
+#: SQLSTATEs raised by the SQL functions (sql/002_functions.sql).
+SQLSTATE_NOT_FOUND = "VM404"
+SQLSTATE_CONFLICT = "VM409"
+_RETRYABLE = {"40001", "40P01"}  # serialization_failure, deadlock_detected
+_RETRIES = 5
+
+_EVENT_SELECT = f"select id, {', '.join(EVENT_COLUMNS)} from agent_memory_telemetry"
+
+
+# --------------------------------------------------------------------------- payloads
+
+
+def memory_payload(memory: Memory) -> dict[str, Any]:
+    """A memory as the SQL functions take it: ``Memory.to_dict()`` with UTC times, plus
+    the search terms every store derives the same way."""
+    validate_memory(memory)
+    payload = dict(zip(MEMORY_COLUMNS, memory_values(memory), strict=True))
+    payload["tags"] = list(memory.tags)
+    payload["citations"] = [c.to_dict() for c in memory.citations]
+    payload["search_terms"] = {
+        "subject": text_terms(memory.subject),
+        "tags": text_terms(" ".join(memory.tags)),
+        "fact": text_terms(memory.fact),
+    }
+    return payload
+
+
+def event_payload(event: TelemetryEvent) -> dict[str, Any]:
+    """An event as the SQL functions take it; ``ValidationError`` if it is not valid."""
+    row = dict(zip(EVENT_COLUMNS, event_values(event), strict=True))
+    row["detail"] = json.loads(row["detail"])  # strict JSON now: no NaN, no tuples
+    return row
+
+
+def events_payload(events: Sequence[TelemetryEvent]) -> list[dict[str, Any]]:
+    return [event_payload(e) for e in events]
+
+
+def transition_payload(transition: Transition) -> dict[str, Any]:
+    """A transition as ``agent_memory_apply`` takes it (``None``: leave as it is)."""
+    where = f"transition of memory {transition.memory_id}"
+    if transition.citations is not None:
+        validate_citations(transition.citations, where)
+    if transition.add_verifications < 0 or transition.add_applications < 0:
+        raise ValidationError(f"{where}: counters only grow")
+    return {
+        "memory_id": transition.memory_id,
+        "expect": Status(transition.expect).value,
+        "status": Status(transition.status).value if transition.status is not None else None,
+        "invalid_reason": transition.invalid_reason,
+        "refreshed_at": time_to_text(transition.refreshed_at)
+        if transition.refreshed_at is not None
+        else None,
+        "verified_commit": transition.verified_commit,
+        "citations": [c.to_dict() for c in transition.citations]
+        if transition.citations is not None
+        else None,
+        "add_verifications": transition.add_verifications,
+        "add_applications": transition.add_applications,
+        "events": events_payload(transition.events),
+    }
+
+
+def memory_from_json(row: Mapping[str, Any]) -> Memory:
+    """A memory from an ``agent_memory_full`` row: a psycopg dict row (datetimes) or
+    PostgREST JSON (ISO strings) alike."""
+    citations = row["citations"]
+    if isinstance(citations, str):
+        citations = json.loads(citations)
+    return memory_from_row(row, [Citation.from_dict(c) for c in citations or ()])
+
+
+def stats_from_json(repo: str, data: Mapping[str, Any] | None) -> RepoStats:
+    """``RepoStats`` from ``agent_memory_stats``; every status present, in enum order."""
+    data = data or {}
+    counted = data.get("by_status") or {}
+    by_status = {s.value: int(counted.get(s.value, 0)) for s in Status}
+    events = {str(k): int(v) for k, v in sorted((data.get("events") or {}).items())}
+    return RepoStats(
+        repo=repo, by_status=by_status, events=events, citations=int(data.get("citations", 0))
+    )
+
+
+def translate_sqlstate(
+    sqlstate: str | None, message: str, action: str
+) -> VerifiedMemoryError:
+    """Our error for a server error code; shared by the Postgres and Supabase stores."""
+    code = sqlstate or ""
+    if code == SQLSTATE_NOT_FOUND:
+        return NotFound(message)
+    if code == SQLSTATE_CONFLICT:
+        return Conflict(message)
+    if code == "23505":  # unique_violation: an id that is already taken
+        return Conflict(f"{message} (while {action})")
+    if code.startswith("22") or code in {"23502", "23503", "23514", "23P01"}:
+        return ValidationError(f"rejected by the database while {action}: {message}")
+    if code == "42501":
+        return StoreError(f"permission denied while {action}: {message}")
+    if code.startswith("08") or code in {"57P01", "57P02", "57P03", "53300"}:
+        return StoreError(f"the database is unreachable while {action}: {message}")
+    if code in {"42P01", "42883", "PGRST202", "PGRST205"}:
+        return StoreError(
+            f"the database is missing verified-memory's tables or functions while "
+            f"{action} ({message}); run `vmem db migrate`"
+        )
+    return StoreError(f"the database failed while {action}: {message}")
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class PostgresStore:
+    """A ``MemoryStore`` in a Postgres database (self-hosted, or Supabase's by URL).
+
+    ``prepare=False`` turns server-side prepared statements off, as transaction-mode
+    poolers (PgBouncer, Supabase's port 6543) require.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        migrate: bool = True,
+        min_size: int = 1,
+        max_size: int = 8,
+        timeout: float = 30.0,
+        prepare: bool = True,
+        pool: ConnectionPool[Any] | None = None,
+    ) -> None:
+        """Connect to ``url`` (and apply pending migrations unless ``migrate=False``).
+
+        ``pool``: an open ``psycopg_pool.ConnectionPool`` to share with other code; the
+        store then uses it instead of opening its own, and leaves it open on ``close``.
+        """
+        self.url = url
+        self._lock = threading.Lock()
+        self._closed = False
+        self._owns_pool = pool is None
+        psycopg = _psycopg()
+        from psycopg_pool import ConnectionPool
+
+        # Autocommit: every operation is one statement (one SQL function call or one
+        # query), atomic on its own; an explicit transaction would only add a round trip.
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if not prepare:
+            kwargs["prepare_threshold"] = None
+        if pool is not None:
+            self._pool: ConnectionPool[Any] = pool
+            if migrate:
+                try:
+                    with pool.connection() as conn:
+                        self._migrate(conn)
+                except psycopg.Error as exc:
+                    raise self._translate(exc, "migrating") from exc
+            return
+        try:
+            with psycopg.connect(url, connect_timeout=max(1, int(timeout)), **kwargs) as conn:
+                if migrate:
+                    self._migrate(conn)
+        except psycopg.Error as exc:
+            raise self._translate(exc, "connecting") from exc
+        self._pool = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            kwargs=kwargs,
+            open=True,
+            name="verified-memory",
+        )
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({_redact(self.url)!r})"
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ writes
+
+    def add(self, memory: Memory, events: Sequence[TelemetryEvent] = ()) -> None:
+        payload = memory_payload(memory)
+        event_rows = events_payload(events)
+        self._run(
+            "adding a memory",
+            lambda cur: cur.execute(
+                "select agent_memory_add(%s, %s)", (_jsonb(payload), _jsonb(event_rows))
+            ),
+        )
+
+    def supersede(
+        self, old_id: str, new: Memory, events: Sequence[TelemetryEvent] = ()
+    ) -> None:
+        payload = memory_payload(with_supersedes(new, old_id))
+        event_rows = events_payload(events)
+        self._run(
+            "superseding a memory",
+            lambda cur: cur.execute(
+                "select agent_memory_supersede(%s, %s, %s)",
+                (old_id, _jsonb(payload), _jsonb(event_rows)),
+            ),
+        )
+
+    def apply(self, transitions: Sequence[Transition]) -> list[Memory | None]:
+        payload = [transition_payload(t) for t in transitions]
+        if not payload:
+            return []
+
+        def call(cur: psycopg.Cursor[Any]) -> list[Any]:
+            cur.execute("select agent_memory_apply(%s) as results", (_jsonb(payload),))
+            row = cur.fetchone()
+            return list(row["results"]) if row else []
+
+        results = self._run("applying transitions", call)
+        return [memory_from_json(r) if r is not None else None for r in results]
+
+    def log(self, events: Sequence[TelemetryEvent]) -> None:
+        rows = events_payload(events)
+        if not rows:
+            return
+        self._run(
+            "logging telemetry",
+            lambda cur: cur.execute("select agent_memory_log(%s)", (_jsonb(rows),)),
+        )
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, memory_id: str) -> Memory:
+        return self.get_many([memory_id])[0]
+
+    def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
+        ids = list(memory_ids)
+        if not ids:
+            return []
+        rows = self._fetch(
+            "reading memories",
+            "select * from agent_memory_full where id = any(%s)",
+            (ids,),
+        )
+        found = {row["id"]: memory_from_json(row) for row in rows}
+        for memory_id in ids:
+            if memory_id not in found:
+                raise NotFound(f"memory {memory_id} not found")
+        return [found[i] for i in ids]
+
+    def recent(
+        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE
+    ) -> list[Memory]:
+        bound = check_limit(limit)
+        if status is None:
+            sql = ("select * from agent_memory_full where repo = %s "
+                   "order by refreshed_at desc, id limit %s")
+            params: tuple[Any, ...] = (repo, bound)
+        else:
+            sql = ("select * from agent_memory_full where repo = %s and status = %s "
+                   "order by refreshed_at desc, id limit %s")
+            params = (repo, Status(status).value, bound)
+        return [memory_from_json(r) for r in self._fetch("listing recent memories", sql, params)]
+
+    def search(self, repo: str, query: str, *, limit: int = 20) -> list[Memory]:
+        bound = check_limit(limit)
+        terms = query_terms(query)
+        if not terms or bound == 0:
+            return []
+        rows = self._fetch(
+            "searching memories",
+            "select * from agent_memory_search(%s, %s, %s)",
+            (repo, terms, bound),
+        )
+        return [memory_from_json(r) for r in rows]
+
+    def by_path(
+        self,
+        repo: str,
+        path: str,
+        *,
+        lines: tuple[int, int] | None = None,
+        limit: int = 50,
+    ) -> list[Memory]:
+        bound = check_limit(limit)
+        span = check_lines(lines)
+        start, end = span if span is not None else (None, None)
+        rows = self._fetch(
+            "finding memories by path",
+            "select * from agent_memory_by_path(%s, %s, %s, %s, %s)",
+            (repo, path, start, end, bound),
+        )
+        return [memory_from_json(r) for r in rows]
+
+    def events(
+        self,
+        *,
+        repo: str | None = None,
+        memory_id: str | None = None,
+        kinds: Sequence[EventKind] | None = None,
+        limit: int | None = 1000,
+    ) -> list[TelemetryEvent]:
+        bound = check_limit(limit)
+        clauses: list[str] = []
+        params: list[Any] = []
+        if repo is not None:
+            clauses.append("repo = %s")
+            params.append(repo)
+        if memory_id is not None:
+            clauses.append("memory_id = %s")
+            params.append(memory_id)
+        if kinds is not None:
+            clauses.append("kind = any(%s)")
+            params.append([EventKind(k).value for k in kinds])
+        where = f" where {' and '.join(clauses)}" if clauses else ""
+        rows = self._fetch(
+            "reading telemetry",
+            f"{_EVENT_SELECT}{where} order by at, id limit %s",
+            (*params, bound),
+        )
+        return [event_from_row(r) for r in rows]
+
+    def stats(self, repo: str) -> RepoStats:
+        rows = self._fetch("counting memories", "select agent_memory_stats(%s) as s", (repo,))
+        return stats_from_json(repo, rows[0]["s"] if rows else None)
+
+    def repos(self) -> list[str]:
+        """Repositories that have memories, sorted."""
+        rows = self._fetch(
+            "listing repositories", "select repo from agent_memory_repos order by repo", ()
+        )
+        return [str(r["repo"]) for r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._owns_pool:
+            self._pool.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        from verified_memory.store.migrate import (
+            load_migrations,
+            migrate_connection,
+            pending_versions,
+        )
+
+        if pending_versions(conn, load_migrations()):
+            migrate_connection(conn)
+
+    @contextmanager
+    def _cursor(self, action: str) -> Iterator[psycopg.Cursor[Any]]:
+        """A dict-row cursor on a pooled (autocommit) connection. psycopg errors are left
+        to _run."""
+        from psycopg.rows import dict_row
+        from psycopg_pool import PoolClosed, PoolTimeout
+
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+        try:
+            with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+                yield cur
+        except PoolTimeout as exc:
+            raise StoreError(
+                f"no database connection became available while {action} "
+                f"({_redact(self.url)}): {exc}"
+            ) from exc
+        except PoolClosed as exc:
+            raise StoreError(f"{self!r} is closed") from exc
+
+    def _run(self, action: str, body: Callable[[psycopg.Cursor[Any]], T]) -> T:
+        """Run ``body`` in a transaction, retrying deadlocks and serialization failures."""
+        psycopg = _psycopg()
+        for attempt in range(_RETRIES):
+            try:
+                with self._cursor(action) as cur:
+                    return body(cur)
+            except psycopg.Error as exc:
+                if exc.sqlstate in _RETRYABLE and attempt + 1 < _RETRIES:
+                    time.sleep(0.01 * 2**attempt)
+                    continue
+                raise self._translate(exc, action) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _fetch(self, action: str, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        def body(cur: psycopg.Cursor[Any]) -> list[dict[str, Any]]:
+            cur.execute(sql.encode(), params)
+            return list(cur.fetchall())
+
+        return self._run(action, body)
+
+    def _translate(self, exc: BaseException, action: str) -> VerifiedMemoryError:
+        diag = getattr(exc, "diag", None)
+        message = (getattr(diag, "message_primary", None) if diag else None) or str(exc)
+        sqlstate = getattr(exc, "sqlstate", None)
+        if sqlstate is None:  # no server answer: could not connect, or the link broke
+            return StoreError(
+                f"cannot reach the database {_redact(self.url)} while {action}: "
+                f"{message.strip()}"
+            )
+        return translate_sqlstate(sqlstate, message.strip(), action)
+
+
+def _jsonb(value: Any) -> Any:
+    from psycopg.types.json import Jsonb
+
+    return Jsonb(value)
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+        import psycopg_pool  # noqa: F401 - the pool is part of the extra
+    except ImportError as exc:
+        raise MissingDependency("psycopg", "postgres") from exc
+    return psycopg

@@ -1,0 +1,390 @@
+"""``SupabaseStore``: the ``MemoryStore`` over Supabase's REST API (PostgREST).
+
+Why it is shaped like this:
+
+- Reads are PostgREST table queries on the ``agent_memory_full`` view (a memory with
+  its citations in one row), ``agent_memory_telemetry`` and ``agent_memory_repos``;
+  ranked search, path look-ups and counts are read-only SQL functions called through
+  ``rpc()``. Mutations are ``rpc()`` calls to the same SQL functions ``PostgresStore``
+  calls (``sql/002_functions.sql``), so atomicity and the supersede race are settled in
+  the database, not over HTTP.
+- The same JSON payloads and row parsing as ``PostgresStore`` (imported from it), so a
+  memory reads back identically from either.
+- Supabase caps a response at ``max_rows`` (1000 by default) without saying so, so
+  reads that may return more are fetched in pages.
+- With the service key the store sees every repository; with a user's JWT (an
+  ``Authorization`` header) row-level security limits it to the repositories in the
+  user's ``app_metadata.repos`` (``sql/003_rls.sql``).
+- The client is injected (``SupabaseStore(client)``), so tests pass one whose HTTP goes
+  through ``httpx.MockTransport``; ``from_settings`` builds the real one.
+- No postgrest or httpx exception reaches a caller: ``_translate`` maps the error code
+  PostgREST forwards from Postgres onto ``verified_memory.errors``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from verified_memory.config import Settings
+from verified_memory.errors import (
+    MissingDependency,
+    NotFound,
+    StoreError,
+    ValidationError,
+    VerifiedMemoryError,
+)
+from verified_memory.models import EventKind, Memory, RepoStats, Status, TelemetryEvent, Transition
+from verified_memory.store._rows import (
+    EVENT_COLUMNS,
+    check_limit,
+    check_lines,
+    event_from_row,
+    query_terms,
+    with_supersedes,
+)
+from verified_memory.store.postgres import (
+    events_payload,
+    memory_from_json,
+    memory_payload,
+    stats_from_json,
+    transition_payload,
+    translate_sqlstate,
+)
+
+if TYPE_CHECKING:
+    import httpx
+    from supabase import Client
+
+__all__ = ["SupabaseStore"]
+
+T = TypeVar("T")
+
+#: Ids per ``in.(...)`` filter: keeps URLs far below proxies' length limits.
+ID_CHUNK = 100
+_RETRYABLE = {"40001", "40P01"}  # serialization failure, deadlock: rolled back, retry
+_RETRIES = 5
+_EVENT_FIELDS = ",".join(("id", *EVENT_COLUMNS))
+
+
+class SupabaseStore:
+    """A ``MemoryStore`` in a Supabase project, through its REST API."""
+
+    def __init__(self, client: Client, *, page_size: int = 1000) -> None:
+        """``client`` is a ``supabase.Client`` (the caller keeps ownership of it);
+        ``page_size`` must not exceed the project's max rows (1000 unless changed)."""
+        if page_size < 1:
+            raise ValidationError(f"page_size must be at least 1, got {page_size}")
+        self._client = client
+        self._page = page_size
+        self._http: httpx.Client | None = None  # ours to close (see connect)
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def connect(
+        cls,
+        url: str,
+        key: str,
+        *,
+        access_token: str | None = None,
+        http_client: httpx.Client | None = None,
+        retry: bool = True,
+        timeout: float = 30.0,
+        page_size: int = 1000,
+    ) -> SupabaseStore:
+        """A store for the project at ``url`` with API ``key`` (service or anon key).
+
+        ``access_token``: a signed-in user's JWT, whose ``app_metadata.repos`` then
+        decides which repositories this store sees and writes.
+        """
+        try:
+            import supabase  # noqa: F401 - only to name the extra when it is missing
+        except ImportError as exc:
+            raise MissingDependency("supabase", "supabase") from exc
+        from supabase import create_client
+        from supabase.lib.client_options import DEFAULT_HEADERS, SyncClientOptions
+        headers = dict(DEFAULT_HEADERS)
+        if access_token:
+            headers["Authorization"] = f"Bearer {access_token}"
+        import httpx
+
+        owned = http_client is None
+        # Our own httpx client carries the timeout (supabase-py deprecated its own knob)
+        # and is closed with the store.
+        http = httpx.Client(timeout=timeout) if http_client is None else http_client
+        options = SyncClientOptions(
+            headers=headers,
+            postgrest_client_retry=retry,
+            auto_refresh_token=False,
+            persist_session=False,
+            httpx_client=http,
+        )
+        try:
+            client = create_client(url, key, options=options)
+        except Exception as exc:  # SupabaseException: a malformed URL or key
+            if owned:
+                http.close()
+            raise ValidationError(f"cannot use Supabase at {url!r}: {exc}") from exc
+        store = cls(client, page_size=page_size)
+        store._http = http if owned else None
+        return store
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SupabaseStore:
+        """The store ``SUPABASE_URL`` and ``SUPABASE_KEY`` name."""
+        if not settings.supabase_url or not settings.supabase_key:
+            raise ValidationError("SUPABASE_URL and SUPABASE_KEY must both be set")
+        return cls.connect(settings.supabase_url, settings.supabase_key)
+
+    def __repr__(self) -> str:
+        return f"SupabaseStore({str(getattr(self._client, 'supabase_url', '?'))!r})"
+
+    def __enter__(self) -> SupabaseStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ writes
+
+    def add(self, memory: Memory, events: Sequence[TelemetryEvent] = ()) -> None:
+        params = {"p_memory": memory_payload(memory), "p_events": events_payload(events)}
+        self._rpc("adding a memory", "agent_memory_add", params)
+
+    def supersede(
+        self, old_id: str, new: Memory, events: Sequence[TelemetryEvent] = ()
+    ) -> None:
+        params = {
+            "p_old_id": old_id,
+            "p_new": memory_payload(with_supersedes(new, old_id)),
+            "p_events": events_payload(events),
+        }
+        self._rpc("superseding a memory", "agent_memory_supersede", params)
+
+    def apply(self, transitions: Sequence[Transition]) -> list[Memory | None]:
+        payload = [transition_payload(t) for t in transitions]
+        if not payload:
+            return []
+        data = self._rpc("applying transitions", "agent_memory_apply", {"p_transitions": payload})
+        if not isinstance(data, list) or len(data) != len(payload):
+            raise StoreError(
+                f"agent_memory_apply answered {type(data).__name__} for {len(payload)} "
+                "transitions; is the database migrated?"
+            )
+        return [memory_from_json(r) if r is not None else None for r in data]
+
+    def log(self, events: Sequence[TelemetryEvent]) -> None:
+        rows = events_payload(events)
+        if rows:
+            self._rpc("logging telemetry", "agent_memory_log", {"p_events": rows})
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, memory_id: str) -> Memory:
+        return self.get_many([memory_id])[0]
+
+    def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
+        ids = list(memory_ids)
+        found: dict[str, Memory] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), ID_CHUNK):
+            chunk = unique[start : start + ID_CHUNK]
+
+            def query(chunk: list[str] = chunk) -> Any:
+                return self._table("agent_memory_full").select("*").in_("id", chunk)
+
+            rows = self._query("reading memories", query)
+            found.update((row["id"], memory_from_json(row)) for row in rows)
+        for memory_id in ids:
+            if memory_id not in found:
+                raise NotFound(f"memory {memory_id} not found")
+        return [found[i] for i in ids]
+
+    def recent(
+        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE
+    ) -> list[Memory]:
+        bound = check_limit(limit)
+
+        def query() -> Any:
+            q = self._table("agent_memory_full").select("*").eq("repo", repo)
+            if status is not None:
+                q = q.eq("status", Status(status).value)
+            return q.order("refreshed_at", desc=True).order("id")
+
+        rows = self._pages("listing recent memories", query, bound)
+        return [memory_from_json(r) for r in rows]
+
+    def search(self, repo: str, query: str, *, limit: int = 20) -> list[Memory]:
+        bound = check_limit(limit)
+        terms = query_terms(query)
+        if not terms or bound == 0:
+            return []
+        params = {"p_repo": repo, "p_terms": terms, "p_limit": bound}
+        rows = self._pages(
+            "searching memories",
+            lambda: self._client.rpc("agent_memory_search", params),
+            bound,
+        )
+        return [memory_from_json(r) for r in rows]
+
+    def by_path(
+        self,
+        repo: str,
+        path: str,
+        *,
+        lines: tuple[int, int] | None = None,
+        limit: int = 50,
+    ) -> list[Memory]:
+        bound = check_limit(limit)
+        span = check_lines(lines)
+        params = {
+            "p_repo": repo,
+            "p_path": path,
+            "p_line_start": span[0] if span else None,
+            "p_line_end": span[1] if span else None,
+            "p_limit": bound,
+        }
+        rows = self._pages(
+            "finding memories by path",
+            lambda: self._client.rpc("agent_memory_by_path", params),
+            bound,
+        )
+        return [memory_from_json(r) for r in rows]
+
+    def events(
+        self,
+        *,
+        repo: str | None = None,
+        memory_id: str | None = None,
+        kinds: Sequence[EventKind] | None = None,
+        limit: int | None = 1000,
+    ) -> list[TelemetryEvent]:
+        bound = check_limit(limit)
+        wanted = None if kinds is None else [EventKind(k).value for k in kinds]
+        if wanted == []:
+            return []
+
+        def query() -> Any:
+            q = self._table("agent_memory_telemetry").select(_EVENT_FIELDS)
+            if repo is not None:
+                q = q.eq("repo", repo)
+            if memory_id is not None:
+                q = q.eq("memory_id", memory_id)
+            if wanted is not None:
+                q = q.in_("kind", wanted)
+            return q.order("at").order("id")
+
+        return [event_from_row(r) for r in self._pages("reading telemetry", query, bound)]
+
+    def stats(self, repo: str) -> RepoStats:
+        data = self._rpc("counting memories", "agent_memory_stats", {"p_repo": repo})
+        return stats_from_json(repo, data if isinstance(data, dict) else None)
+
+    def repos(self) -> list[str]:
+        """Repositories that have memories (that this key or user may see), sorted."""
+        rows = self._pages(
+            "listing repositories",
+            lambda: self._table("agent_memory_repos").select("repo").order("repo"),
+            None,
+        )
+        return [str(r["repo"]) for r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._http is not None:
+            self._http.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _table(self, name: str) -> Any:
+        return self._client.table(name)
+
+    def _rpc(self, action: str, function: str, params: dict[str, Any]) -> Any:
+        return self._execute(action, lambda: self._client.rpc(function, params).execute().data)
+
+    def _query(self, action: str, build: Callable[[], Any]) -> list[dict[str, Any]]:
+        data = self._execute(action, lambda: build().execute().data)
+        return _rows(data, action)
+
+    def _pages(
+        self, action: str, build: Callable[[], Any], limit: int | None
+    ) -> list[dict[str, Any]]:
+        """Every row up to ``limit`` (``None``: all), ``page_size`` rows per request."""
+        rows: list[dict[str, Any]] = []
+        for offset, size in _windows(limit, self._page):
+            def page(offset: int = offset, size: int = size) -> Any:
+                q = build().limit(size)
+                return q.offset(offset) if offset else q
+
+            got = self._query(action, page)
+            rows.extend(got)
+            if len(got) < size:
+                break
+        return rows
+
+    def _execute(self, action: str, call: Callable[[], T]) -> T:
+        """Run one request; retry what the database rolled back; translate failures."""
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+        for attempt in range(_RETRIES):
+            try:
+                return call()
+            except Exception as exc:
+                if isinstance(exc, VerifiedMemoryError):
+                    raise
+                error = _translate(exc, action)
+                if error is None:
+                    raise
+                if getattr(exc, "code", None) in _RETRYABLE and attempt + 1 < _RETRIES:
+                    time.sleep(0.01 * 2**attempt)
+                    continue
+                raise error from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _windows(limit: int | None, page: int) -> Iterator[tuple[int, int]]:
+    """(offset, size) of each page needed to read ``limit`` rows (or all)."""
+    offset = 0
+    while limit is None or offset < limit:
+        size = page if limit is None else min(page, limit - offset)
+        yield offset, size
+        offset += size
+
+
+def _rows(data: Any, action: str) -> list[dict[str, Any]]:
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise StoreError(f"Supabase answered {type(data).__name__}, not rows, while {action}")
+    return data
+
+
+def _translate(exc: BaseException, action: str) -> VerifiedMemoryError | None:
+    """Our error for a postgrest or httpx exception; ``None`` if it is neither."""
+    from postgrest import APIError
+
+    if isinstance(exc, APIError):
+        code = exc.code or ""
+        message = (exc.message or str(exc)).strip()
+        if code.isdigit() and len(code) == 3:  # no PostgREST body: an HTTP status
+            status = int(code)
+            if status in {401, 403}:
+                return StoreError(
+                    f"Supabase refused the key or token while {action} (HTTP {status}): "
+                    f"{message}"
+                )
+            return StoreError(f"Supabase failed while {action} (HTTP {status}): {message}")
+        if code.startswith("PGRST3"):  # JWT problems
+            return StoreError(f"Supabase refused the key or token while {action}: {message}")
+        if code.startswith("PGRST") and code not in {"PGRST202", "PGRST205"}:
+            return StoreError(f"Supabase rejected the request while {action}: {message}")
+        return translate_sqlstate(code, message, action)
+    import httpx
+
+    if isinstance(exc, httpx.HTTPError):
+        return StoreError(f"cannot reach Supabase while {action}: {exc}")
+    return None
