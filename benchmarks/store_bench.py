@@ -36,20 +36,56 @@ from verified_memory.store.base import MemoryStore
 
 REPO = "bench/app0"  # the repository the read benchmarks query
 FILES = 200
-WORDS = ("cache retry token session schema index route config parser timeout version "
-         "queue worker migration tenant export import review anchor").split()
+WORDS = [
+    "cache",
+    "retry",
+    "token",
+    "session",
+    "schema",
+    "index",
+    "route",
+    "config",
+    "parser",
+    "timeout",
+    "version",
+    "queue",
+    "worker",
+    "migration",
+    "tenant",
+    "export",
+    "import",
+    "review",
+    "anchor",
+]
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=bench", "-c",
-                           "user.email=bench@localhost", "-c", "commit.gpgsign=false", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@localhost",
+            "-c",
+            "commit.gpgsign=false",
+            *args,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def make_repo(root: Path) -> tuple[Path, dict[str, list[str]]]:
     """200 files of real Python (this package's modules, cycled) in a new repository."""
-    sources = sorted(p for p in Path(verified_memory.__file__).parent.rglob("*.py")
-                     if len(p.read_text().splitlines()) > 60)
+    sources = sorted(
+        p
+        for p in Path(verified_memory.__file__).parent.rglob("*.py")
+        if len(p.read_text().splitlines()) > 60
+    )
     repo = root / "repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
     files: dict[str, list[str]] = {}
@@ -70,12 +106,19 @@ def citable(lines: list[str], rng: random.Random) -> tuple[int, int]:
     while True:
         start = rng.randrange(1, len(lines) - 5)
         end = start + rng.randrange(0, 5)
-        if any(line.strip() for line in lines[start - 1:end]):
+        if any(line.strip() for line in lines[start - 1 : end]):
             return start, end
 
 
-def fill(store: MemoryStore, n: int, files: dict[str, list[str]], commit: str,
-         blobs: dict[str, str], rng: random.Random, per_repo: int = 1000) -> list[Memory]:
+def fill(
+    store: MemoryStore,
+    n: int,
+    files: dict[str, list[str]],
+    commit: str,
+    blobs: dict[str, str],
+    rng: random.Random,
+    per_repo: int = 1000,
+) -> list[Memory]:
     """N memories with precomputed fingerprints, added through the store."""
     repos = max(1, n // per_repo)
     paths = list(files)
@@ -84,12 +127,24 @@ def fill(store: MemoryStore, n: int, files: dict[str, list[str]], commit: str,
         citations = []
         for path in rng.sample(paths, 3):
             start, end = citable(files[path], rng)
-            citations.append(Citation(path, start, end, commit, blobs[path],
-                                      fingerprint_lines(files[path], start, end)))
-        memory = Memory(id=str(uuid.uuid4()), repo=f"bench/app{i % repos}",
-                        subject=f"{rng.choice(WORDS)} {rng.choice(WORDS)} convention {i}",
-                        fact=" ".join(rng.choices(WORDS, k=25)), citations=tuple(citations),
-                        tags=(rng.choice(WORDS),))
+            citations.append(
+                Citation(
+                    path,
+                    start,
+                    end,
+                    commit,
+                    blobs[path],
+                    fingerprint_lines(files[path], start, end),
+                )
+            )
+        memory = Memory(
+            id=str(uuid.uuid4()),
+            repo=f"bench/app{i % repos}",
+            subject=f"{rng.choice(WORDS)} {rng.choice(WORDS)} convention {i}",
+            fact=" ".join(rng.choices(WORDS, k=25)),
+            citations=tuple(citations),
+            tags=(rng.choice(WORDS),),
+        )
         store.add(memory)
         out.append(memory)
     return out
@@ -131,15 +186,19 @@ def run(size: int, db: str | None, workdir: Path, per_repo: int) -> dict[str, fl
         path = rng.choice(paths)
         start, end = citable(files[path], rng)
         t = time.perf_counter()
-        service.store({"repo": REPO, "subject": "stored in the benchmark",
-                       "fact": "a fact", "citations": [
-                           {"path": path, "line_start": start, "line_end": end}]})
+        service.store(
+            {
+                "repo": REPO,
+                "subject": "stored in the benchmark",
+                "fact": "a fact",
+                "citations": [{"path": path, "line_start": start, "line_end": end}],
+            }
+        )
         stores.append((time.perf_counter() - t) * 1000)
     result["store_ms"] = statistics.median(stores)
     result["recent_ms"] = p50(lambda: service.get_recent(REPO, 50))
     result["recent_store_ms"] = p50(lambda: store.recent(REPO, limit=50))
-    result["by_path_ms"] = p50(lambda: service.search_by_path(
-        REPO, rng.choice(paths), (10, 40)))
+    result["by_path_ms"] = p50(lambda: service.search_by_path(REPO, rng.choice(paths), (10, 40)))
     result["search_ms"] = p50(lambda: service.search(REPO, f"{rng.choice(WORDS)} convention"))
 
     # 10,000 unchanged citations: 3,334 memories x 3 (files untouched since).
@@ -153,11 +212,12 @@ def run(size: int, db: str | None, workdir: Path, per_repo: int) -> dict[str, fl
     for path, lines in files.items():
         (repo / path).write_text("\n".join(["# moved", "# down", "", *lines]) + "\n")
     git(repo, "commit", "-qam", "insert a header everywhere")
-    moved = [m.id for m in memories[-min(len(memories), 334):]]
+    moved = [m.id for m in memories[-min(len(memories), 334) :]]
     with timer() as took:
         report = service.verify(moved)
-    relocated = sum(1 for v in report.verifications for c in v.checks
-                    if c.outcome.value == "relocated")
+    relocated = sum(
+        1 for v in report.verifications for c in v.checks if c.outcome.value == "relocated"
+    )
     result["verify_moved_citations"] = sum(len(v.checks) for v in report.verifications)
     result["verify_moved_relocated"] = relocated
     result["verify_moved_ms"] = took[0]
@@ -169,8 +229,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--db", help="store URL (default: a new SQLite file per size)")
-    parser.add_argument("--per-repo", type=int, default=1000,
-                        help="memories per repository (default 1,000)")
+    parser.add_argument(
+        "--per-repo", type=int, default=1000, help="memories per repository (default 1,000)"
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="vmem-bench-"))
     rows = []
@@ -181,17 +242,21 @@ def main() -> None:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     backend = "Postgres" if args.db and args.db.startswith("postgres") else "SQLite"
-    print(f"| memories ({backend}) | store (p50) | get_recent(50) (p50; store only) "
-          "| search_by_path (p50) | search (p50) | verify unchanged | verify moved |")
+    print(
+        f"| memories ({backend}) | store (p50) | get_recent(50) (p50; store only) "
+        "| search_by_path (p50) | search (p50) | verify unchanged | verify moved |"
+    )
     print("|---|---|---|---|---|---|---|")
     for size, r in rows:
-        print(f"| {size:,} | {r['store_ms']:.2f} ms | {r['recent_ms']:.2f} ms "
-              f"({r['recent_store_ms']:.2f} ms) | {r['by_path_ms']:.2f} ms "
-              f"| {r['search_ms']:.2f} ms "
-              f"| {int(r['verify_unchanged_citations']):,} citations in "
-              f"{r['verify_unchanged_ms']:.0f} ms "
-              f"| {int(r['verify_moved_relocated']):,}/{int(r['verify_moved_citations']):,} "
-              f"relocated in {r['verify_moved_ms']:.0f} ms |")
+        print(
+            f"| {size:,} | {r['store_ms']:.2f} ms | {r['recent_ms']:.2f} ms "
+            f"({r['recent_store_ms']:.2f} ms) | {r['by_path_ms']:.2f} ms "
+            f"| {r['search_ms']:.2f} ms "
+            f"| {int(r['verify_unchanged_citations']):,} citations in "
+            f"{r['verify_unchanged_ms']:.0f} ms "
+            f"| {int(r['verify_moved_relocated']):,}/{int(r['verify_moved_citations']):,} "
+            f"relocated in {r['verify_moved_ms']:.0f} ms |"
+        )
 
 
 if __name__ == "__main__":
