@@ -88,9 +88,10 @@ def run_demo(db: str | None = None, keep: bool = False,
             header = ["# Licensed under the MIT licence.", "# (a header added by a refactor)", ""]
             (repo / "verified_memory/models.py").write_text(
                 "\n".join(header + models) + "\n")
-            (repo / "verified_memory/anchors/normalize.py").write_text(
-                "\n".join(normalize).replace("return line.translate(_WHITESPACE)",
-                                             "return line.strip()") + "\n")
+            # Edit the cited function: its last line now only strips line ends.
+            edited = list(normalize)
+            edited[facts[2][3][1] - 1] = "    return line.strip()"
+            (repo / "verified_memory/anchors/normalize.py").write_text("\n".join(edited) + "\n")
             _git(repo, "commit", "-qam", "add a licence header; only strip line ends")
             echo("3. committed a change: a header above the Outcome enum (code moves down "
                  "3 lines), and an edit of normalize_line (code changes)")

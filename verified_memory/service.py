@@ -443,17 +443,34 @@ class MemoryService:
                                   f"of {cite.path} ({len(file.lines)} lines)")
         return "\n".join(file.lines[cite.line_start - 1 : cite.line_end])
 
-    def context(self, repo: str, *, ref: str = "HEAD", limit: int = 20) -> Context:
-        """Verify the most recent memories, then format only those that passed."""
-        from verified_memory.prompt import render_markdown
+    def context(self, repo: str, *, ref: str = "HEAD", limit: int = 20,
+                query: str | None = None, hydration: str = "full",
+                budget: int | None = None) -> Context:
+        """Verify the most recent memories (those matching ``query`` first, when given),
+        then format only those that passed: at ``hydration`` (``summary``, ``full`` or
+        ``files``), within ``budget`` estimated tokens (default ``prompt.DEFAULT_BUDGET``),
+        most relevant to ``query`` first, else most recently refreshed first."""
+        from verified_memory.models import Location
+        from verified_memory.prompt import Hydration, render_context
 
+        level = Hydration.parse(hydration)
         candidates = self.get_recent(repo, limit=limit)
+        if query and query.strip():
+            found = self.search(repo, query, limit=limit)
+            candidates = list({m.id: m for m in [*found, *candidates]}.values())[:limit]
         report = self.verify([m.id for m in candidates], ref=ref)
         passed = tuple(v.memory for v in report.verifications if v.passed)
         revision = report.revisions.get(repo) or self.source_for(repo).resolve(ref)
+
+        def read_code(location: Location) -> str:
+            return self.read_citation(repo, location.path,
+                                      (location.line_start, location.line_end), ref=revision)
+
+        rendered = render_context(repo, revision, report.verifications, hydration=level,
+                                  budget=budget, query=query,
+                                  read_code=read_code if level is Hydration.FILES else None)
         return Context(
-            repo=repo, revision=revision, memories=passed,
-            markdown=render_markdown(repo, revision, passed),
+            repo=repo, revision=revision, memories=passed, markdown=rendered.text,
             left_out=tuple(v for v in report.verifications if not v.passed),
         )
 
@@ -467,6 +484,25 @@ class MemoryService:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def feedback(self, memory_id: str, outcome: str, note: str | None = None) -> TelemetryEvent:
+        """Record whether applying a memory worked: ``success`` or ``failure``.
+
+        ``applied`` says a memory was used; feedback says whether using it helped, the
+        signal that tells a useful memory from a merely popular one. Any memory may get
+        feedback (one applied yesterday may be invalid today); an unknown id is
+        ``NotFound``. Only telemetry is written."""
+        if outcome not in ("success", "failure"):
+            raise ValidationError(f"outcome must be 'success' or 'failure', got {outcome!r}")
+        if note is not None and not isinstance(note, str):
+            raise ValidationError(f"note must be a string, got {type(note).__name__}")
+        note = (note or "").strip() or None
+        if note is not None and len(note) > 2000:
+            raise ValidationError(f"note is {len(note)} characters long; the limit is 2000")
+        memory = self.memories.get(memory_id)
+        event = self._event(EventKind.FEEDBACK, memory, outcome=outcome, note=note)
+        self.memories.log([event])
+        return event
 
 
 def _advance(check: CitationCheck, sha: str | None) -> Citation:

@@ -341,16 +341,31 @@ def _progress(env: Env) -> Iterator[Callable[[int, int], None]]:
 @common
 @code_options
 @click.option("--limit", default=20, show_default=True, help="Most recent memories to try.")
+@click.option("--query", help="Put the memories most relevant to these words first.")
+@click.option("--hydration", type=click.Choice(["summary", "full", "files"]), default="full",
+              show_default=True,
+              help="summary: id, subject, citations; full: plus fact and reason; files: plus "
+                   "the cited code as it is now.")
+@click.option("--budget", type=click.IntRange(300, 1_000_000), default=2000, show_default=True,
+              help="Most tokens the context may take (estimated as characters / 4).")
+@click.option("--hook", type=click.Choice(["claude-code"]),
+              help="Print what this agent's session-start hook expects (JSON for Claude "
+                   "Code's SessionStart hook).")
 @pass_env
 def context(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
-            limit: int) -> None:
+            limit: int, query: str | None, hydration: str, budget: int,
+            hook: str | None) -> None:
     """Verify the most recent memories and print those that hold, as markdown for a
     prompt (memories that fail are left out; see `verify`)."""
     env.out = Output(as_json)
     name = env.repo(repo)
     with running(env, worktree=worktree) as service:
-        ctx = service.context(name, ref=ref, limit=limit)
-    if as_json:
+        ctx = service.context(name, ref=ref, limit=limit, query=query, hydration=hydration,
+                              budget=budget)
+    if hook == "claude-code":
+        env.out.json({"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                             "additionalContext": ctx.markdown}})
+    elif as_json:
         env.out.json(ctx.to_dict())
     else:
         sys.stdout.write(ctx.markdown)
@@ -457,6 +472,34 @@ def demo(demo_db: str | None, keep: bool) -> None:
     from verified_memory.demo import run_demo
 
     run_demo(db=demo_db, keep=keep, echo=click.echo)
+
+
+@cli.command("mcp")
+@click.option("--http", "http", is_flag=True,
+              help="Serve streamable HTTP on 127.0.0.1 (path /mcp) instead of stdio.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True,
+              help="Port for --http.")
+@click.option("--repo", metavar="OWNER/NAME",
+              help="Repository for tool calls that name none (default: the origin remote "
+                   "of the working copy).")
+@click.option("--worktree", is_flag=True,
+              help="Verify against the files on disk, uncommitted changes included.")
+@pass_env
+def mcp_command(env: Env, http: bool, port: int, repo: str | None, worktree: bool) -> None:
+    """Serve the memory tools and prompts to agents over the Model Context Protocol:
+    stdio (what Claude Code, Cursor and most clients launch), or --http.
+
+    \b
+    claude mcp add verified-memory -- vmem mcp
+    vmem mcp --http --port 8765     # then http://127.0.0.1:8765/mcp
+    """
+    from verified_memory.mcp_server import build_server, serve
+
+    server = build_server(lambda: env.service(worktree=worktree),
+                          default_repo=lambda: env.repo(repo))
+    if http:
+        click.echo(f"vmem: serving MCP on http://127.0.0.1:{port}/mcp", err=True)
+    serve(server, http=http, port=port)
 
 
 def main(argv: list[str] | None = None) -> None:
