@@ -71,12 +71,15 @@ def test_store_with_flags_infers_repo_from_origin(repo: GitRepo,
     assert memory["created_by"] == "agent-7"
     code, _, err = vmem(capsys, "store", "--subject", "s", "--fact", "f", "--cite",
                         "net/fetch.py:2-3@HEAD")
-    assert code == 1 and "net/fetch.py:2-3 holds only blank lines" in err
+    assert code == 1
+    assert "net/fetch.py:2-3 holds only blank lines" in err
     pinned = vmem_json(capsys, "store", "--subject", "s", "--fact", "f", "--cite",
                        f"net/fetch.py:4@{repo.head[:8]}")
     assert pinned["citations"][0]["sha"] == repo.head
     code, out, _ = vmem(capsys, "show", memory["id"])
-    assert code == 0 and "Retries" in out and "net/fetch.py:4-8" in out
+    assert code == 0
+    assert "Retries" in out
+    assert "net/fetch.py:4-8" in out
 
 
 def test_store_reads_a_json_memory_on_stdin(repo: GitRepo, capsys: pytest.CaptureFixture[str],
@@ -85,9 +88,11 @@ def test_store_reads_a_json_memory_on_stdin(repo: GitRepo, capsys: pytest.Captur
                "citations": [{"path": "net/fetch.py", "line_start": 1, "line_end": 1}],
                "reason": "why", "created_by": "agent"}
     memory = vmem_json(capsys, "store", stdin=json.dumps(payload), monkeypatch=monkeypatch)
-    assert memory["subject"] == "Retries" and memory["reason"] == "why"
+    assert memory["subject"] == "Retries"
+    assert memory["reason"] == "why"
     code, _, err = vmem(capsys, "store", stdin="{not json", monkeypatch=monkeypatch)
-    assert code == 1 and err.startswith("vmem: error: stdin is not valid JSON")
+    assert code == 1
+    assert err.startswith("vmem: error: stdin is not valid JSON")
 
 
 def test_read_commands(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
@@ -99,9 +104,12 @@ def test_read_commands(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> Non
     assert vmem_json(capsys, "search", "--path", "net/fetch.py:1-2") == []
     assert vmem_json(capsys, "show", memory_id)["id"] == memory_id
     code, out, _ = vmem(capsys, "recent")
-    assert code == 0 and memory_id in out and "Retries" in out
+    assert code == 0
+    assert memory_id in out
+    assert "Retries" in out
     stats = vmem_json(capsys, "stats")
-    assert stats["by_status"]["active"] == 1 and stats["events"]["created"] == 1
+    assert stats["by_status"]["active"] == 1
+    assert stats["events"]["created"] == 1
 
 
 def test_verify_context_and_lifecycle(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,11 +123,14 @@ def test_verify_context_and_lifecycle(repo: GitRepo, capsys: pytest.CaptureFixtu
         moved: "refresh", broken: "invalidate"}
     assert vmem_json(capsys, "show", broken)["status"] == "active"
     code, out, _ = vmem(capsys, "context")
-    assert code == 0 and moved in out and broken not in out
+    assert code == 0
+    assert moved in out
+    assert broken not in out
     assert vmem_json(capsys, "show", broken)["status"] == "invalid"
     assert vmem_json(capsys, "show", moved)["citations"][0]["line_start"] == 6
     code, out, _ = vmem(capsys, "verify")
-    assert code == 0 and "1 memories checked" in out
+    assert code == 0
+    assert "1 memories checked" in out
     assert vmem_json(capsys, "applied", moved)["applied_count"] == 1
     assert vmem_json(capsys, "refresh", moved)["id"] == moved
     new = vmem_json(capsys, "supersede", moved, "--subject", "Retries (5)", "--fact", "five",
@@ -154,10 +165,12 @@ def test_worktree_flag(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> Non
 )
 def test_errors_are_one_clear_line(repo: GitRepo, capsys: pytest.CaptureFixture[str],
                                    args: list[str], message: str) -> None:
-    code, out, err = vmem(capsys, *args)
+    code, _out, err = vmem(capsys, *args)
     assert code == 1
-    assert err.startswith("vmem: error: ") and message in err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("vmem: error: ")
+    assert message in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
 
 
 def test_no_repo_outside_a_working_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -165,24 +178,30 @@ def test_no_repo_outside_a_working_copy(tmp_path: Path, capsys: pytest.CaptureFi
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'x.db'}")
     code, _, err = vmem(capsys, "recent")
-    assert code == 1 and "not inside a git working copy: pass --repo owner/name" in err
+    assert code == 1
+    assert "not inside a git working copy: pass --repo owner/name" in err
     code, _, err = vmem(capsys, "store", "--repo", "a/b", "--subject", "s", "--fact", "f",
                         "--cite", "x.py:1")
-    assert code == 1 and "cannot read the code of a/b" in err
+    assert code == 1
+    assert "cannot read the code of a/b" in err
 
 
 def test_usage_errors_exit_2(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = vmem(capsys, "verify", "--no-such-flag")
-    assert code == 2 and "No such option" in err
+    assert code == 2
+    assert "No such option" in err
     code, _, err = vmem(capsys, "search")
-    assert code == 2 and "give a QUERY or --path" in err
+    assert code == 2
+    assert "give a QUERY or --path" in err
 
 
 def test_real_process_has_no_traceback_and_a_clean_exit_code(repo: GitRepo) -> None:
     proc = subprocess.run([sys.executable, "-m", "verified_memory", "show", "missing-id"],
                           capture_output=True, text=True, cwd=repo.path, check=False)
     assert proc.returncode == 1
-    assert proc.stderr.startswith("vmem: error:") and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("vmem: error:")
+    assert "Traceback" not in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "verified_memory", "--version"],
                           capture_output=True, text=True, cwd=repo.path, check=False)
-    assert proc.returncode == 0 and "version" in proc.stdout
+    assert proc.returncode == 0
+    assert "version" in proc.stdout

@@ -38,12 +38,14 @@ def test_sqlite_migrate_export_import_round_trip(repo: GitRepo, tmp_path: Path,
     vmem(capsys, "--db", first, "invalidate", memory_id, "--reason", "gone")
     dump = tmp_path / "dump.jsonl"
     code, _, err = vmem(capsys, "--db", first, "db", "export", "-o", str(dump))
-    assert code == 0 and "exported 1 memories and 2 events" in err
+    assert code == 0
+    assert "exported 1 memories and 2 events" in err
     code, out, _ = vmem(capsys, "--db", second, "db", "import", str(dump), "--json")
     assert json.loads(out)["memories"] == 1
     code, out, _ = vmem(capsys, "--db", second, "show", memory_id, "--json")
     moved = json.loads(out)
-    assert moved["status"] == "invalid" and moved["invalid_reason"] == "gone"
+    assert moved["status"] == "invalid"
+    assert moved["invalid_reason"] == "gone"
     # Importing again skips what is there: nothing is duplicated.
     code, out, _ = vmem(capsys, "--db", second, "db", "import", str(dump), "--json")
     assert json.loads(out)["skipped"] == 1
@@ -55,7 +57,9 @@ def test_import_of_a_bad_file_names_the_line_and_writes_nothing(
     bad.write_text('{"type": "memory", "id": "x"}\nnot json\n')
     url = f"sqlite:///{tmp_path / 'c.db'}"
     code, _, err = vmem(capsys, "--db", url, "db", "import", str(bad))
-    assert code == 1 and err.startswith("vmem: error:") and "line" in err
+    assert code == 1
+    assert err.startswith("vmem: error:")
+    assert "line" in err
     assert json.loads(vmem(capsys, "--db", url, "recent", "--json")[1]) == []
 
 
@@ -64,7 +68,8 @@ def test_postgres_migrate_is_harmless_to_rerun_and_takes_an_export(
         repo: GitRepo, tmp_path: Path, pg_empty_url: str,
         capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = vmem(capsys, "--db", pg_empty_url, "db", "migrate", "--json")
-    assert code == 0 and json.loads(out)["applied"][0].startswith("001")
+    assert code == 0
+    assert json.loads(out)["applied"][0].startswith("001")
     code, out, _ = vmem(capsys, "--db", pg_empty_url, "db", "migrate", "--json")
     assert json.loads(out)["applied"] == []
     lite = f"sqlite:///{tmp_path / 'a.db'}"
@@ -73,6 +78,7 @@ def test_postgres_migrate_is_harmless_to_rerun_and_takes_an_export(
     dump = tmp_path / "dump.jsonl"
     vmem(capsys, "--db", lite, "db", "export", "-o", str(dump))
     code, out, _ = vmem(capsys, "--db", pg_empty_url, "db", "import", str(dump), "--json")
-    assert code == 0 and json.loads(out)["memories"] == 1
+    assert code == 0
+    assert json.loads(out)["memories"] == 1
     code, out, _ = vmem(capsys, "--db", pg_empty_url, "recent", "--json")
     assert [m["subject"] for m in json.loads(out)] == ["s"]

@@ -58,7 +58,8 @@ def test_every_command_is_documented_and_has_help(name: str) -> None:
     assert f"`vmem {name}" in README, f"vmem {name} is missing from the README"
     proc = subprocess.run([sys.executable, "-m", "verified_memory", *name.split(), "--help"],
                           capture_output=True, text=True, check=False)
-    assert proc.returncode == 0 and "Usage: vmem" in proc.stdout
+    assert proc.returncode == 0
+    assert "Usage: vmem" in proc.stdout
     assert len(proc.stdout.splitlines()) > 3
 
 
@@ -80,13 +81,16 @@ def test_readme_python_example_runs(app_repo: GitRepo, capsys: pytest.CaptureFix
     (example,) = blocks("python")
     exec(compile(example, "README.md", "exec"), {})
     out = capsys.readouterr().out
-    assert "Retry budget" in out and "'applied': 1" in out
+    assert "Retry budget" in out
+    assert "'applied': 1" in out
 
 
 def test_quickstart_has_exactly_two_commands_and_ci_runs_the_second() -> None:
     quickstart = README.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
     bash = re.findall(r"```bash\n(.*?)```", quickstart, flags=re.S)
-    assert len(bash) == 2 and "vmem demo" in bash[0] and "pytest" in bash[1]
+    assert len(bash) == 2
+    assert "vmem demo" in bash[0]
+    assert "pytest" in bash[1]
     ci = (Path(__file__).parent.parent / ".ci" / "run").read_text()
     assert bash[1].strip() in ci
 

@@ -224,7 +224,8 @@ def test_supersede_chain_and_conflicts(service: MemoryService) -> None:
                                      "fact": "Only the server routes carry the version.",
                                      "citations": [{"path": "server/routes.go",
                                                     "line_start": 3, "line_end": 3}]})
-    assert new.supersedes == old.id and new.repo == REPO
+    assert new.supersedes == old.id
+    assert new.repo == REPO
     assert service.memories.get(old.id).status is Status.SUPERSEDED
     assert service.memories.get(old.id).superseded_by == new.id
     assert [m.id for m in service.history(old.id)] == [old.id, new.id]
@@ -236,8 +237,8 @@ def test_supersede_chain_and_conflicts(service: MemoryService) -> None:
         service.supersede(new.id, memory_input())
     with pytest.raises(NotFound):
         service.supersede("00000000-0000-0000-0000-000000000000", memory_input())
+    newer = service.store(memory_input())
     with pytest.raises(ValidationError, match="differs"):
-        newer = service.store(memory_input())
         service.supersede(newer.id, memory_input(repo="other/repo"))
     assert "superseded" in kinds(service, old.id)
 
@@ -264,13 +265,15 @@ def test_verify_refreshes_relocates_and_invalidates(service: MemoryService,
     assert (moved.citations[0].line_start, moved.citations[0].line_end) == (7, 8)
     assert moved.citations[0].sha == repo.head
     assert moved.citations[0].fingerprint == headers.citations[0].fingerprint
-    assert moved.verification_count == 1 and moved.verified_commit == repo.head
+    assert moved.verification_count == 1
+    assert moved.verified_commit == repo.head
     relocated = service.memories.events(memory_id=headers.id, kinds=[EventKind.RELOCATED])
     assert relocated[0].detail["old"] == "src/config.py:5-6"
     assert relocated[0].detail["new"] == "src/config.py:7-8"
     broken = service.memories.get(timeout.id)
     assert broken.status is Status.INVALID
-    assert broken.invalid_reason is not None and "src/config.py:2 missing" in broken.invalid_reason
+    assert broken.invalid_reason is not None
+    assert "src/config.py:2 missing" in broken.invalid_reason
     assert kinds(service, timeout.id)[-2:] == ["verified_invalid", "invalidated"]
     assert kinds(service, version.id)[-3:] == ["verified_valid", "relocated", "refreshed"]
     # A second pass: the unchanged blob now short-circuits at step 1.
@@ -302,7 +305,8 @@ def test_unverifiable_never_invalidates(service: MemoryService, repo: GitRepo,
     report = service.verify(repo=REPO)
     assert report.verifications[0].decision is Decision.UNVERIFIED
     after = service.memories.get(memory.id)
-    assert after.status is Status.ACTIVE and after.verification_count == 0
+    assert after.status is Status.ACTIVE
+    assert after.verification_count == 0
     assert kinds(service, memory.id)[-1] == "unverifiable"
     assert service.context(REPO).memories == ()
 
@@ -337,7 +341,8 @@ def test_context_injects_only_memories_that_hold(service: MemoryService, repo: G
     repo.commit("timeout")
     context = service.context(REPO)
     assert [m.id for m in context.memories] == [keep.id]
-    assert keep.id in context.markdown and drop.id not in context.markdown
+    assert keep.id in context.markdown
+    assert drop.id not in context.markdown
     assert "API version synchronization" in context.markdown
     assert [v.memory.id for v in context.left_out] == [drop.id]
     assert context.revision == repo.head
@@ -353,7 +358,8 @@ def test_verify_citations_and_read_citation(service: MemoryService, repo: GitRep
     ])
     assert [c.outcome for c in checks] == [Outcome.RELOCATED, Outcome.VALID]
     assert str(checks[0].location) == "src/config.py:2-3"
-    assert service.read_citation(REPO, "src/config.py", (2, 3)) == 'API_VERSION = "2024-06"\nTIMEOUT = 30'
+    cited = service.read_citation(REPO, "src/config.py", (2, 3))
+    assert cited == 'API_VERSION = "2024-06"\nTIMEOUT = 30'
     with pytest.raises(ValidationError, match="past the end"):
         service.read_citation(REPO, "src/config.py", (1, 100))
 
@@ -367,7 +373,9 @@ def test_stats(service: MemoryService, repo: GitRepo) -> None:
     service.verify(repo=REPO)
     service.log_applied(a.id)
     stats = service.stats(REPO)
-    assert stats.by_status["active"] == 1 and stats.by_status["invalid"] == 1
-    assert stats.events["created"] == 2 and stats.events["applied"] == 1
+    assert stats.by_status["active"] == 1
+    assert stats.by_status["invalid"] == 1
+    assert stats.events["created"] == 2
+    assert stats.events["applied"] == 1
     assert stats.invalidation_rate == pytest.approx(0.5)
     assert stats.citations == 2

@@ -64,7 +64,8 @@ def test_store_verify_and_outage_through_github(rsps: responses.RequestsMock,
         report = svc.verify(repo="octo/demo", ref="main")
         assert report.verifications[0].decision is Decision.UNVERIFIED
         after = svc.memories.get(memory.id)
-        assert after.status is Status.ACTIVE and after.verification_count == 1
+        assert after.status is Status.ACTIVE
+        assert after.verification_count == 1
         assert svc.context("octo/demo", ref="main").memories == ()
 
 

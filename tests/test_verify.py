@@ -203,5 +203,6 @@ def test_decision_names_broken_citations_and_verdict_beats_unreadable(
     assert [c.outcome for c in checks] == [Outcome.RELOCATED, Outcome.MISSING]
     decision, reason = decide(checks)
     assert decision is Decision.INVALIDATE
-    assert reason is not None and "app/io.py:4-7 missing" in reason
+    assert reason is not None
+    assert "app/io.py:4-7 missing" in reason
     assert "10-12" not in reason
