@@ -34,7 +34,20 @@ def snippet_hash(hashes: Sequence[int]) -> str:
     return h.hexdigest()
 
 
+#: Closing brackets before which formatters add (or drop) a trailing comma.
+_CLOSERS = frozenset(")]}")
+
+
 def text_hash(lines: Sequence[str]) -> str:
     """Hash of the code with every whitespace character removed, line breaks included
-    (16 hex digits), so re-wrapping a statement over more or fewer lines keeps it."""
-    return xxhash.xxh3_64_hexdigest("".join(normalize_line(line) for line in lines).encode())
+    (16 hex digits), so re-wrapping a statement over more or fewer lines keeps it.
+
+    A comma that ends a line whose next code line starts with a closing bracket is
+    dropped: formatters (prettier, black, rustfmt, and Go's own syntax) add one when
+    they spread a call over several lines, and take it away when they join it again.
+    A comma inside one line (a Python or Rust one-element tuple ``(x,)``) is kept."""
+    parts = [text for text in map(normalize_line, lines) if text]
+    for i in range(len(parts) - 1):
+        if parts[i].endswith(",") and parts[i + 1][0] in _CLOSERS:
+            parts[i] = parts[i][:-1]
+    return xxhash.xxh3_64_hexdigest("".join(parts).encode())

@@ -1,4 +1,5 @@
-"""Ladder step 4: follow code by its tree-sitter anchor and across files.
+"""Ladder step 4: follow code by its tree-sitter anchor and across files; and the judge
+of which copy of the cited lines is the cited code.
 
 When the cited lines are not found intact in their file (steps 1-3), the code may have
 moved to another file, been renamed with its file, been re-wrapped by a formatter, or
@@ -7,194 +8,763 @@ really changed. In that order this step looks for:
 a. the anchor (same qualified name) in the same file: if the cited code is inside it,
    re-wrapped or not, ``relocated``; if the definition is there but differs, ``changed``
    with a similarity;
-b. the file's new name (git rename detection between the citation's commit and now),
-   then every file added or changed since that commit: the same lines, else the anchor;
-c. nothing: the ladder goes on to step 5 (``missing``).
+b. when the definition is gone from the file, or most of the cited code left it (a
+   stub left behind), the file's new name (git rename detection between the
+   citation's commit and now), then every file added or changed since that commit:
+   the same lines inside the same definition, else the anchor by name;
+c. nothing: the ladder goes on to step 5 (``changed`` if most of the lines survive at
+   one place, else ``missing``).
 
 Only files whose blob changed since the citation's commit are searched in (b): code that
 moved must have landed in a file that changed. So the search costs nothing on a
 repository where little moved, and each candidate is read and parsed once per run.
 
-The same anchors also arbitrate step 3: when the cited lines occur more than once in a
-file, the occurrence inside the anchor's definition wins; a lone short snippet found
-outside it, when the definition itself is gone, is not taken as the code.
+Lines that read the same are not always the same code: ``if err != nil { return err }``
+occurs everywhere, and when the cited function is deleted a sibling's identical lines
+may even slide into its place. So a copy of the cited lines counts as the cited code only
+with evidence, cheapest first:
+
+* provenance: the copy still sits between the lines that surrounded the cited lines,
+  or a line alignment of the old and the new file (a diff on the line hashes) keeps
+  it from the cited range: it is the cited code. A copy the alignment keeps from
+  elsewhere in the old file (or that was already in another file, under its old name
+  if renamed) is other code that was there all along and never counts;
+* identity, for a copy the alignment does not explain (moved or added): it must lie
+  in the anchor's definition. Ranked: the old definition line for line under the same
+  qualified name (or the citation is the whole definition, header included); the same
+  code under another qualifier or the same name around edited code; the same simple
+  name (a method moved to another class); mostly the same lines (renamed). Across
+  files the best rank wins, so a same-named copy in an unrelated module loses.
+
+The old file is read (once per run, like every file) only when step 1 did not decide;
+parsing, the dearest part, only when provenance cannot decide.
 """
 
 from __future__ import annotations
 
+import re
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from enum import Enum
+
+import xxhash
 
 from verified_memory.anchors import treesitter
-from verified_memory.anchors.hashing import BLANK
+from verified_memory.anchors.hashing import BLANK, hash_line
 from verified_memory.anchors.normalize import normalize_line
 from verified_memory.anchors.similarity import similarity, similarity_of_hashes
 from verified_memory.errors import NotFound, SourceUnavailable
-from verified_memory.models import Citation, CitationCheck, Location, Outcome
+from verified_memory.models import Anchor, Citation, CitationCheck, Location, Outcome
 from verified_memory.verify.files import FileText
-from verified_memory.verify.ladder import Locator, Verifier, find_runs
+from verified_memory.verify.ladder import (
+    CHANGED_THRESHOLD,
+    Locator,
+    Verifier,
+    best_partial,
+    find_runs,
+)
 
-__all__ = ["AnchorLocator"]
+__all__ = ["AnchorLocator", "line_origins"]
 
 #: Candidate files searched for a moved citation, at most (nearest paths first).
 MAX_CANDIDATES = 400
+#: A definition under another name is the anchor's, renamed, when at least this share
+#: of the longer one's lines match in order (a renamed function keeps its body; a
+#: sibling that shares a few lines of boilerplate does not reach it).
+SAME_DEFINITION = 0.7
+#: Files longer than this (in non-blank lines) are not aligned: no evidence, old rules.
+MAX_ALIGN_LINES = 50_000
+_WORD = re.compile(r"\w+")
+#: Stands in for a line that is other code (see ``_foreign_rows``) when scoring: it
+#: matches no cited line, by hash or by fuzzy ratio.
+_FOREIGN = "\x00"
+_FOREIGN_HASH = hash_line(_FOREIGN)
+#: Line alignments kept per locator (each is one int per line of the new file).
+_ORIGINS_CACHE = 256
+#: Old trees and (old commit, revision) diffs kept per locator: a bulk check cites
+#: many commits, and a tree of a big repository is megabytes.
+_TREES_CACHE = 32
+
+
+class Provenance(Enum):
+    """Where lines of the new file come from, according to the line alignment."""
+
+    KEPT = "kept"  # the cited lines themselves, kept in place (perhaps shifted)
+    OTHER = "other"  # other lines of the old file that read the same
+    ADDED = "added"  # not explained by the old file: moved here, or new
+
+
+@dataclass(frozen=True, slots=True)
+class _Base:
+    """What a file looked like at the citation's commit: ``old`` is None when the file
+    did not exist then; ``cited`` is the cited range (0-based rows) when this file is
+    the cited one (or its new name)."""
+
+    old: FileText | None
+    cited: tuple[int, int] | None
 
 
 class AnchorLocator(Locator):
-    """Step 4 of the ladder, and the anchor-aware choice between step-3 matches."""
+    """Step 4 of the ladder, and the anchor-aware judge of steps 2, 3 and 5."""
 
     def __init__(self, index: treesitter.DefinitionIndex | None = None) -> None:
         self.index = index or treesitter.default_index()
-        self._changed: dict[tuple[str, str], list[str]] = {}
-        self._renamed: dict[tuple[str, str], dict[str, str]] = {}
+        self._diffs: OrderedDict[tuple[str, str], tuple[list[str], dict[str, str]]] = (
+            OrderedDict())
+        self._old_trees: OrderedDict[str, Mapping[str, str] | None] = OrderedDict()
+        self._origins: OrderedDict[tuple[str, str], tuple[int, ...] | None] = OrderedDict()
+        self._foreign: dict[tuple[str, str, int, int], frozenset[int]] = {}
+
+    # ------------------------------------------------------------------ step 2
+
+    def confirm(self, verifier: Verifier, citation: Citation, file: FileText) -> bool:
+        """The cited lines read the same at the cited place: are they the cited code,
+        or another copy of them that slid into its place (the cited function deleted,
+        an identical sibling moving up)?
+
+        Only a copy that was unique then and is unique now needs no more evidence;
+        otherwise the line alignment decides, and when it cannot, the anchor's
+        definition must contain the place. Parsing is the dearest of these, so it
+        comes last."""
+        hashes = citation.fingerprint.line_hashes
+        if _whole_definition(citation) and len(find_runs(file, hashes)) == 1:
+            return True  # a whole definition, header and all, found once: itself
+        try:
+            base = self._origin_base(verifier, citation)
+        except SourceUnavailable:
+            return True  # the old file is extra evidence; without it, step 2 as ever
+        if base is None or base.old is None:
+            return True
+        if len(find_runs(file, hashes)) == 1 and len(find_runs(base.old, hashes)) == 1:
+            return True
+        origin = self._provenance(base, file, citation.location)
+        if origin is Provenance.KEPT:
+            return True
+        anchor = citation.fingerprint.anchor
+        named = treesitter.find(self._defs(citation.path, file), anchor.name) if anchor else []
+        if origin is Provenance.OTHER:
+            # identical blocks align arbitrarily: the unchanged definition still holding
+            # the place outweighs the alignment
+            return any(d.text_hash == anchor.text_hash
+                       and d.contains(citation.line_start, citation.line_end)
+                       for d in named) if anchor else False
+        if named:
+            return any(d.contains(citation.line_start, citation.line_end) for d in named)
+        return True
 
     # ------------------------------------------------------------------ step 3
 
-    def choose(self, citation: Citation, path: str, file: FileText,
-               places: Sequence[Location]) -> tuple[Location | None, bool]:
-        """Pick among the places where the cited lines occur in ``file``."""
+    def choose(self, verifier: Verifier | None, citation: Citation, path: str,
+               file: FileText, places: Sequence[Location]) -> tuple[Location | None, bool]:
+        """Pick among the places where the cited lines occur in their own file (or in
+        its new name).
+
+        The line alignment with the old file comes first, being cheaper than parsing:
+        lines it keeps from the cited range are the cited code (lines inserted above,
+        a neighbour moved away). Otherwise the anchor decides: a copy inside the
+        anchor's definition wins over any nearer one, and when that name is gone from
+        the file, a copy counts only inside a definition that is recognisably the
+        same one renamed. Lines the alignment takes for other old lines never count.
+        ``ambiguous`` is reported whenever the lines occur more than once, even when
+        the evidence settled which occurrence is the cited one."""
+        ambiguous = len(places) > 1
         anchor = citation.fingerprint.anchor
-        if len(places) == 1 and (anchor is None or _distinctive(citation)):
-            return places[0], False
+        base = self._origin_base(verifier, citation) if verifier is not None else None
+        judged = [(p, self._provenance(base, file, p) if base is not None else None)
+                  for p in places]
+        kept = [p for p, origin in judged if origin is Provenance.KEPT]
+        if len(kept) > 1 and base is not None:
+            # repeated code (overloads, table-like blocks) repeats its neighbours too:
+            # only the full alignment tells which copy is the cited one
+            kept = [p for p in kept
+                    if self._provenance(base, file, p, fast=False) is Provenance.KEPT] or kept
+        if kept:
+            return _nearest(kept, citation.line_start), ambiguous
+        fresh = [p for p, origin in judged if origin is not Provenance.OTHER]
+        if _whole_definition(citation) and fresh:
+            # the definition, header and all, moved within the file: no parse needed
+            return _nearest(fresh, citation.line_start), ambiguous
         defs = self._defs(path, file) if anchor is not None else ()
         named = treesitter.find(defs, anchor.name) if anchor is not None else []
+        intact = [p for p in places if any(
+            d.text_hash == anchor.text_hash and d.contains(p.line_start, p.line_end)
+            for d in named)] if anchor is not None else []
+        if intact:
+            # the anchor's definition, unchanged, holds a copy: that is the cited code,
+            # whatever the alignment made of identical blocks (repeated impls, overloads)
+            return self._nearest_to_anchor(citation, defs, intact), ambiguous
         if named:
-            inside = [p for p in places if any(d.contains(p.line_start, p.line_end)
-                                               for d in named)]
-            if inside:
-                return _nearest(inside, citation.line_start), len(inside) > 1
-            return None, False  # the definition is here but the lines left it: step 4
-        if not _distinctive(citation) and (anchor is not None or len(places) > 1):
-            return None, False  # one short common line, its definition gone: not proof
-        return _nearest(places, citation.line_start), len(places) > 1
+            fresh = [p for p in fresh if any(d.contains(p.line_start, p.line_end)
+                                             for d in named)]
+        elif anchor is not None and verifier is not None:
+            ranked = [(rank, p) for p in fresh
+                      if (rank := self._identified(verifier, citation, file, defs, p,
+                                                   renamed_ok=True)) is not None]
+            best = min((rank for rank, _ in ranked), default=0)
+            fresh = [p for rank, p in ranked if rank == best]
+        elif anchor is not None and not _distinctive(citation):
+            fresh = []  # one short common line, no evidence either way: not proof
+        if not fresh:
+            return None, False
+        return self._nearest_to_anchor(citation, defs, fresh), ambiguous
 
     # ------------------------------------------------------------------ step 4
 
     def locate(self, verifier: Verifier, citation: Citation, revision: str,
                tree: Mapping[str, str], file: FileText | None) -> CitationCheck | None:
-        if file is not None:
-            found = self._by_anchor(verifier, citation, citation.path, file)
-            if found is not None:
-                return found
+        here = self._by_anchor(verifier, citation, citation.path, file, cited_file=True) \
+            if file is not None else None
+        if here is not None and (here.outcome is Outcome.RELOCATED
+                                 or (here.similarity or 0.0) >= CHANGED_THRESHOLD):
+            return here  # found, or edited in place: nothing left to follow
+        diff = self._diff(verifier, citation, revision, tree)
+        renamed_from = {new: old for old, new in diff[1].items()} if diff else {}
+        renamed = diff[1].get(citation.path) if diff else None
+        found: tuple[int, CitationCheck] | None = None  # the best relocation by rank
+        elsewhere: CitationCheck | None = None  # the best edited copy
         for path in self._candidates(verifier, citation, revision, tree):
             moved = verifier.files.get(tree[path])
             if moved is None:
                 continue
-            places = find_runs(moved, citation.fingerprint.line_hashes)
+            cited_file = path == renamed
+            places = [Location(path, p.line_start, p.line_end)
+                      for p in find_runs(moved, citation.fingerprint.line_hashes)]
             if places:
-                place, ambiguous = self.choose(citation, path, moved,
-                                               [Location(path, p.line_start, p.line_end)
-                                                for p in places])
+                if cited_file:
+                    (place, ambiguous), rank = self.choose(verifier, citation, path, moved,
+                                                           places), 0
+                else:
+                    place, ambiguous, rank = self._choose_elsewhere(
+                        verifier, citation, path, moved, places, here is None, renamed_from)
                 if place is not None:
-                    return CitationCheck(citation, Outcome.RELOCATED, place, tree[path], 1.0,
-                                         ambiguous, step=4, detail=f"moved to {place}")
-            found = self._by_anchor(verifier, citation, path, moved)
-            if found is not None:
-                return found
-        return None
+                    check = CitationCheck(citation, Outcome.RELOCATED, place, moved.blob_sha,
+                                          1.0, ambiguous, step=4, detail=f"moved to {place}")
+                    if rank == 0:
+                        return check  # in the same definition: nothing can be better
+                    if found is None or rank < found[0]:
+                        found = (rank, check)
+                    continue
+            if not cited_file and not _may_define(moved, citation):
+                continue  # parsing is dear: not for a file that cannot hold the name
+            for rank, simple_ok in ((0, False), (2, True)):
+                named = self._by_anchor(verifier, citation, path, moved,
+                                        cited_file=cited_file, simple_ok=simple_ok,
+                                        renamed_from=renamed_from)
+                if named is None:
+                    continue
+                if named.outcome is Outcome.RELOCATED:
+                    if not self._intact(citation, path, moved):
+                        rank += 1  # found in an edited definition: keep looking
+                    if rank == 0:
+                        return named
+                    if found is None or rank < found[0]:
+                        found = (rank, named)
+                elif elsewhere is None or (named.similarity or 0.0) > (elsewhere.similarity
+                                                                      or 0.0):
+                    elsewhere = named
+                break
+        if found is not None:
+            return found[1]
+        # the definition still in its file, however little of it is left, is the code;
+        # an edited copy elsewhere only when it is gone from there
+        return here or elsewhere
+
+    def _intact(self, citation: Citation, path: str, file: FileText) -> bool:
+        """Whether ``file`` holds the anchor's definition unchanged (name and text)."""
+        anchor = citation.fingerprint.anchor
+        return anchor is not None and any(
+            d.text_hash == anchor.text_hash
+            for d in treesitter.find(self._defs(path, file), anchor.name))
+
+    def _choose_elsewhere(self, verifier: Verifier, citation: Citation, path: str,
+                          file: FileText, places: Sequence[Location], gone: bool,
+                          renamed_from: Mapping[str, str]) -> tuple[Location | None, bool, int]:
+        """The cited lines in another file: only a copy that was not there at the
+        citation's commit counts, and for anchored code only inside the same definition
+        (by name, or, when it is gone from its own file, by content). Also returns the
+        rank of the evidence (see ``_identified``): a copy in a definition of the same
+        qualified name beats one in a definition that merely shares its simple name."""
+        base = self._candidate_base(verifier, citation, path, renamed_from)
+        fresh = [p for p in places
+                 if base is None or self._provenance(base, file, p) is not Provenance.OTHER]
+        anchor = citation.fingerprint.anchor
+        if anchor is None:
+            if not fresh or not _distinctive(citation):
+                return None, False, 0
+            return _nearest(fresh, citation.line_start), len(places) > 1, 0
+        defs = self._defs(path, file)
+        ranked = [(rank, p) for p in fresh
+                  if (rank := self._identified(verifier, citation, file, defs, p,
+                                               renamed_ok=gone)) is not None]
+        if not ranked:
+            return None, False, 0
+        best = min(rank for rank, _ in ranked)
+        chosen = self._nearest_to_anchor(citation, defs, [p for r, p in ranked if r == best])
+        return chosen, len(places) > 1, best
 
     def _by_anchor(self, verifier: Verifier, citation: Citation, path: str,
-                   file: FileText) -> CitationCheck | None:
+                   file: FileText, *, cited_file: bool, simple_ok: bool = False,
+                   renamed_from: Mapping[str, str] | None = None) -> CitationCheck | None:
+        """The anchor's definition in ``file``: ``relocated`` if the cited code is in it
+        (re-wrapped or not), else ``changed`` with a similarity. In a file other than
+        the cited one (or its new name), with ``simple_ok``, a definition of the same
+        simple name also counts (a method moved to another class); there, only when the
+        cited code is there or mostly there, and not when it was there all along."""
         anchor = citation.fingerprint.anchor
-        if anchor is None or treesitter.language_for(path) != (anchor.language or
-                                                                treesitter.language_for(path)):
+        if anchor is None:
             return None
-        named = treesitter.find(self._defs(path, file), anchor.name)
+        defs = self._defs(path, file)
+        named = treesitter.find(defs, anchor.name)
+        if not named and simple_ok and not cited_file:
+            simple = _simple(anchor.name)
+            named = [d for d in defs if _simple(d.name) == simple]
         if not named:
             return None
         same = [d for d in named if d.text_hash == anchor.text_hash]
         pool = same or named
         old_start = citation.line_start - anchor.offset
         best = min(pool, key=lambda d: (abs(d.start_line - old_start), d.start_line))
+        if not cited_file and not same and not self._resembles_old(verifier, citation, best):
+            return None  # a namesake elsewhere, not this definition moved and edited
         ambiguous = len(pool) > 1
         window = _rewrapped(citation, file, best.start_line, best.end_line)
         if window is not None:
             place = Location(path, *window)
+            base = (self._origin_base(verifier, citation) if cited_file
+                    else self._candidate_base(verifier, citation, path, renamed_from or {}))
+            if base is not None and self._provenance(base, file, place) is Provenance.OTHER \
+                    and not (cited_file and best.text_hash == anchor.text_hash):
+                # other lines that were there all along, not the cited code (unless the
+                # definition itself is intact here: identical blocks align arbitrarily)
+                window = None
+        if window is not None:
             return CitationCheck(citation, Outcome.RELOCATED, place, file.blob_sha, 1.0,
                                  ambiguous, step=4,
-                                 detail=f"found in {anchor.name} at {place}")
-        if citation.snippet_hash == anchor.text_hash:  # the citation was the definition
-            place = Location(path, best.start_line, best.end_line)
-        else:
-            start = min(best.start_line + anchor.offset, best.end_line)
-            end = min(start + len(citation.fingerprint.line_hashes) - 1, best.end_line)
-            place = Location(path, start, end)
-        score = self._similarity(verifier, citation, file, place)
+                                 detail=f"found in {best.name} at {place}")
+        base = (self._origin_base(verifier, citation) if cited_file
+                else self._candidate_base(verifier, citation, path, renamed_from or {}))
+        foreign = self._foreign_rows(base, file)
+        place = _changed_place(citation, anchor, best, file, path, foreign)
+        score = self._similarity(verifier, citation, file, place, foreign)
+        if not cited_file and score < CHANGED_THRESHOLD:
+            return None  # another definition that shares a name, not this one edited
         return CitationCheck(citation, Outcome.CHANGED, place, file.blob_sha, round(score, 3),
                              ambiguous, step=4,
                              detail=f"{anchor.name} changed ({score:.0%} of the cited code "
                                     f"survives at {place})")
 
+    # ------------------------------------------------------------------ step 5
+
+    def partial(self, verifier: Verifier, citation: Citation,
+                file: FileText) -> tuple[Location, float] | None:
+        """The best partial match, not counting lines the alignment says are other
+        code that was already there (a sibling's boilerplate is not what is left)."""
+        foreign = self._foreign_rows(self._origin_base(verifier, citation), file)
+        return best_partial(citation, citation.path, file, foreign)
+
+    # ------------------------------------------------------------------ evidence
+
+    @staticmethod
+    def _nearest_to_anchor(citation: Citation, defs: Sequence[treesitter.Definition],
+                           places: Sequence[Location]) -> Location:
+        """The place nearest to where the citation sits in its definition (the anchor's
+        offset below the start of the definition around each place), else nearest to
+        the old line: a definition that moved carries its lines along."""
+        anchor = citation.fingerprint.anchor
+        if anchor is None or not defs:
+            return _nearest(places, citation.line_start)
+
+        simple = _simple(anchor.name)
+
+        def expected(place: Location) -> int:
+            around = [d for d in defs if d.contains(place.line_start, place.line_end)
+                      and _simple(d.name) == simple]
+            if not around:
+                return citation.line_start
+            innermost = min(around, key=lambda d: d.end_line - d.start_line)
+            return innermost.start_line + anchor.offset
+
+        return min(places, key=lambda p: (abs(p.line_start - expected(p)), p.line_start))
+
+    def _identified(self, verifier: Verifier, citation: Citation, file: FileText,
+                    defs: Sequence[treesitter.Definition], place: Location,
+                    *, renamed_ok: bool) -> int | None:
+        """Whether ``place`` lies in the anchor's definition, as a rank (lower is
+        stronger evidence) or None.
+
+        0: the very definition, by content and name: the old definition is there line
+        for line around it (or the citation is the whole definition), under the
+        anchor's qualified name or where nothing parses (``file`` may not parse at all).
+        1: the same code under another qualifier (a method moved to another class), or
+        the anchor's qualified name around edited code (or, where nothing parses, most
+        of the old definition's lines around it). 2: a definition of the anchor's
+        simple name. For 1 and 2 by name, the definition must keep most of the old
+        one's lines: a namesake is not the definition. 3, with ``renamed_ok``: a
+        definition with mostly the old definition's lines (renamed)."""
+        anchor = citation.fingerprint.anchor
+        if anchor is None:
+            return 0
+        around = treesitter.innermost(defs, place.line_start, place.line_end)
+        same_name = around is not None and around.name == anchor.name
+        old = self._old_definition(verifier, citation)
+        if _whole_definition(citation) or (old is not None and any(
+                run.line_start <= place.line_start and place.line_end <= run.line_end
+                for run in find_runs(file, old.line_hashes))):
+            return 0 if around is None or same_name else 1
+        if around is None:
+            # nothing parses around it (a syntax error nearby): the old definition,
+            # projected around the copy by the citation's offset in it, must be there
+            # for the most part
+            if old is None:
+                return None
+            start = place.line_start - (citation.line_start - old.start_line)
+            region = file.hashes[max(start - 1, 0): max(start - 1, 0) + len(old.line_hashes)]
+            return 1 if _resemblance(old.line_hashes, region) >= SAME_DEFINITION else None
+        if same_name or _simple(around.name) == _simple(anchor.name):
+            # a namesake (``main``, ``__getattr__``, ``String``) in another module is
+            # not the definition moved there unless it is mostly the same lines
+            if not self._resembles_old(verifier, citation, around):
+                return None
+            return 1 if same_name else 2
+        if renamed_ok and old is not None and _resemblance(
+                old.line_hashes, around.line_hashes) >= SAME_DEFINITION:
+            return 3
+        return None
+
+    def _resembles_old(self, verifier: Verifier, citation: Citation,
+                       definition: treesitter.Definition) -> bool:
+        """Whether ``definition`` has mostly the lines the anchor's definition had
+        (True when the old definition cannot be found: no evidence against). The bar
+        is a renamed definition's: boilerplate alone (``warnings.warn(``, ``}``) lets
+        two small namesakes share half their lines."""
+        old = self._old_definition(verifier, citation)
+        return old is None or _resemblance(old.line_hashes,
+                                           definition.line_hashes) >= SAME_DEFINITION
+
+    def _old_definition(self, verifier: Verifier,
+                        citation: Citation) -> treesitter.Definition | None:
+        anchor = citation.fingerprint.anchor
+        old = self._old_file(verifier, citation.blob_sha)
+        if anchor is None or old is None:
+            return None
+        named = treesitter.find(self._defs(citation.path, old), anchor.name)
+        if not named:
+            return None
+        start = citation.line_start - anchor.offset
+        return min(named, key=lambda d: abs(d.start_line - start))
+
+    def _origin_base(self, verifier: Verifier | None, citation: Citation) -> _Base | None:
+        """The cited file as it was (for the cited file and its new name)."""
+        if verifier is None:
+            return None
+        old = self._old_file(verifier, citation.blob_sha)
+        if old is None:
+            return None
+        return _Base(old, (citation.line_start - 1, citation.line_end - 1))
+
+    def _candidate_base(self, verifier: Verifier, citation: Citation, path: str,
+                        renamed_from: Mapping[str, str]) -> _Base | None:
+        """Another file as it was at the citation's commit, under its old name if git
+        saw it renamed (a renamed file is not new code). None: cannot tell."""
+        if not citation.sha:
+            return None
+        old_tree = self._old_tree(verifier, citation.sha)
+        if old_tree is None:
+            return None
+        blob = old_tree.get(renamed_from.get(path, path))
+        if blob is None:
+            return _Base(None, None)  # the file is new: everything in it was added
+        old = self._old_file(verifier, blob)
+        return _Base(old, None) if old is not None else None
+
+    def _provenance(self, base: _Base, file: FileText, place: Location,
+                    *, fast: bool = True) -> Provenance | None:
+        """Where the lines at ``place`` come from (None: the files are too big to
+        align). Kept: most of them are the cited lines; other: all of them are other
+        lines of the old file; added: otherwise (moved or new code).
+
+        The cited lines still between the lines that surrounded them are kept without
+        aligning the whole files (the common case: lines inserted or removed further
+        up, which is also the cheap one)."""
+        if base.old is None:
+            return Provenance.ADDED
+        if fast and base.cited is not None and _same_context(base.old, base.cited, file,
+                                                              place):
+            return Provenance.KEPT
+        origins = self._origins_of(base.old, file)
+        if origins is None:
+            return None
+        rows = [origins[i] for i in range(place.line_start - 1, min(place.line_end,
+                                                                   len(origins)))
+                if file.hashes[i] != BLANK]
+        if not rows:
+            return Provenance.ADDED
+        if base.cited is not None:
+            lo, hi = base.cited
+            inside = sum(1 for r in rows if lo <= r <= hi)
+            if 2 * inside >= len(rows):
+                return Provenance.KEPT
+            if inside:
+                return Provenance.ADDED
+        if all(r >= 0 for r in rows):
+            return Provenance.OTHER
+        return Provenance.ADDED
+
+    def _foreign_rows(self, base: _Base | None, file: FileText) -> frozenset[int]:
+        """Rows of ``file`` (0-based) that the alignment keeps from old lines other than
+        the cited ones: whatever they read, they are not what is left of the cited code."""
+        if base is None or base.old is None:
+            return frozenset()
+        lo, hi = base.cited if base.cited is not None else (-1, -1)
+        key = (base.old.blob_sha, file.blob_sha, lo, hi)
+        found = self._foreign.get(key)
+        if found is None:
+            origins = self._origins_of(base.old, file)
+            found = frozenset() if origins is None else frozenset(
+                i for i, row in enumerate(origins) if row >= 0 and not lo <= row <= hi)
+            if len(self._foreign) >= _ORIGINS_CACHE:
+                self._foreign.pop(next(iter(self._foreign)))
+            self._foreign[key] = found
+        return found
+
+    def _origins_of(self, old: FileText, new: FileText) -> tuple[int, ...] | None:
+        key = (old.blob_sha, new.blob_sha)
+        if key in self._origins:
+            self._origins.move_to_end(key)
+            return self._origins[key]
+        found = line_origins(old, new)
+        self._origins[key] = found
+        while len(self._origins) > _ORIGINS_CACHE:
+            self._origins.popitem(last=False)
+        return found
+
+    def _old_file(self, verifier: Verifier, blob_sha: str | None) -> FileText | None:
+        """A file at the citation's commit; None when it cannot exist any more (a
+        rewritten history). A source that cannot be read raises: no verdict then."""
+        if not blob_sha:
+            return None
+        try:
+            return verifier.files.get(blob_sha)
+        except NotFound:
+            return None
+
+    def _old_tree(self, verifier: Verifier, sha: str) -> Mapping[str, str] | None:
+        if sha in self._old_trees:
+            self._old_trees.move_to_end(sha)
+            return self._old_trees[sha]
+        try:
+            found: Mapping[str, str] | None = verifier.source.tree(sha)
+        except NotFound:
+            found = None
+        self._old_trees[sha] = found
+        while len(self._old_trees) > _TREES_CACHE:
+            self._old_trees.popitem(last=False)
+        return found
+
     def _similarity(self, verifier: Verifier, citation: Citation, file: FileText,
-                    place: Location) -> float:
+                    place: Location, foreign: frozenset[int] = frozenset()) -> float:
         """How much survives: line alignment, plus fuzzy credit for edited lines when
-        the original text can still be read (the citation's own blob)."""
-        new_lines = file.lines[place.line_start - 1 : place.line_end]
+        the original text can still be read (the citation's own blob). ``foreign`` rows
+        (other code that was already there) count as nothing."""
+        new_lines = [_FOREIGN if i in foreign else file.lines[i]
+                     for i in range(place.line_start - 1, place.line_end)]
         old_lines = None
         if citation.blob_sha:
             try:
                 old = verifier.files.get(citation.blob_sha)
-            except SourceUnavailable:
-                old = None
+            except (SourceUnavailable, NotFound):
+                old = None  # the score is a courtesy: the verdict does not depend on it
             if old is not None:
                 old_lines = old.lines[citation.line_start - 1 : citation.line_end]
         if old_lines is not None and len(old_lines) == len(citation.fingerprint.line_hashes):
             return similarity(citation.fingerprint.line_hashes, new_lines, old_lines)
         return similarity_of_hashes(citation.fingerprint.line_hashes,
-                                    file.hashes[place.line_start - 1 : place.line_end])
+                                    [_FOREIGN_HASH if i in foreign else file.hashes[i]
+                                     for i in range(place.line_start - 1, place.line_end)])
 
-    # ------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------ candidates
 
     def _defs(self, path: str, file: FileText) -> tuple[treesitter.Definition, ...]:
         return self.index.definitions(path, file.text, key=file.blob_sha)
+
+    def _diff(self, verifier: Verifier, citation: Citation, revision: str,
+              tree: Mapping[str, str]) -> tuple[list[str], dict[str, str]] | None:
+        """Files added or changed since the citation's commit, and renames."""
+        old_sha = citation.sha
+        if not old_sha or old_sha == revision:
+            return None
+        key = (old_sha, revision)
+        if key in self._diffs:
+            self._diffs.move_to_end(key)
+            return self._diffs[key]
+        old_tree = self._old_tree(verifier, old_sha)
+        try:
+            renames = verifier.source.renames(old_sha, revision) if old_tree else []
+        except NotFound:  # the old commit is gone (rewritten history): nothing to follow
+            renames = []
+        before = old_tree or {}
+        found = ([p for p, blob in tree.items() if before.get(p) != blob],
+                 {r.old: r.new for r in renames if r.new})
+        self._diffs[key] = found
+        while len(self._diffs) > _TREES_CACHE:
+            self._diffs.popitem(last=False)
+        return found
 
     def _candidates(self, verifier: Verifier, citation: Citation, revision: str,
                     tree: Mapping[str, str]) -> list[str]:
         """Files the code may have moved to: the file's new name first, then files added
         or changed since the citation's commit, nearest paths first."""
-        old_sha = citation.sha
-        if not old_sha or old_sha == revision:
+        diff = self._diff(verifier, citation, revision, tree)
+        if diff is None:
             return []
-        key = (old_sha, revision)
-        if key not in self._changed:
-            try:
-                old_tree = verifier.source.tree(old_sha)
-                renames = verifier.source.renames(old_sha, revision)
-            except NotFound:  # the old commit is gone (rewritten history): no move to follow
-                old_tree, renames = {}, []
-            self._changed[key] = [p for p, blob in tree.items() if old_tree.get(p) != blob]
-            self._renamed[key] = {r.old: r.new for r in renames if r.new}
-        first = self._renamed[key].get(citation.path)
+        changed, renamed = diff
+        first = renamed.get(citation.path)
         language = treesitter.language_for(citation.path)
         stem = citation.path.rsplit("/", 1)[0] if "/" in citation.path else ""
         ordered = sorted(
-            (p for p in self._changed[key] if p != citation.path and p != first),
+            (p for p in changed if p != citation.path and p != first),
             key=lambda p: (treesitter.language_for(p) != language,
                            not p.startswith(stem), p))
         out = ([first] if first and first in tree else []) + ordered
         return out[:MAX_CANDIDATES]
 
 
+def line_origins(old: FileText, new: FileText) -> tuple[int, ...] | None:
+    """For each line of ``new`` (0-based), the line of ``old`` it is kept from according
+    to a diff of the normalised line hashes, or -1 (added, moved here, or blank).
+
+    None when the files are too big to align here."""
+    old_rows = [i for i, h in enumerate(old.hashes) if h != BLANK]
+    new_rows = [i for i, h in enumerate(new.hashes) if h != BLANK]
+    if max(len(old_rows), len(new_rows)) > MAX_ALIGN_LINES:
+        return None
+    matcher = SequenceMatcher(None, [old.hashes[i] for i in old_rows],
+                              [new.hashes[i] for i in new_rows])
+    origins = [-1] * len(new.hashes)
+    for a, b, size in matcher.get_matching_blocks():
+        for k in range(size):
+            origins[new_rows[b + k]] = old_rows[a + k]
+    return tuple(origins)
+
+
+#: Non-blank lines compared on each side of a place by ``_same_context``.
+_CONTEXT = 3
+
+
+def _same_context(old: FileText, cited: tuple[int, int], new: FileText,
+                  place: Location) -> bool:
+    """Whether the non-blank lines just above and just below ``place`` in ``new`` are
+    those just above and below the cited rows in ``old`` (up to ``_CONTEXT`` a side;
+    fewer only at the start or end of the file): the code stayed among its
+    neighbours, as ``patch`` would say."""
+    for old_side, new_side in (
+            (_neighbours(old.hashes, cited[0] - 1, -1), _neighbours(new.hashes,
+                                                                   place.line_start - 2, -1)),
+            (_neighbours(old.hashes, cited[1] + 1, 1), _neighbours(new.hashes,
+                                                                  place.line_end, 1))):
+        if old_side != new_side:
+            return False
+    return True
+
+
+def _neighbours(hashes: Sequence[int], start: int, step: int) -> list[int]:
+    """Up to ``_CONTEXT`` non-blank hashes from ``start`` walking by ``step``."""
+    found: list[int] = []
+    i = start
+    while 0 <= i < len(hashes) and len(found) < _CONTEXT:
+        if hashes[i] != BLANK:
+            found.append(hashes[i])
+        i += step
+    return found
+
+
+def _changed_place(citation: Citation, anchor: Anchor, definition: treesitter.Definition,
+                   file: FileText, path: str, foreign: frozenset[int]) -> Location:
+    """Where the cited code is now inside its changed definition: all of it when the
+    citation was the definition, else the window where most cited lines survive
+    (lines may have been added above it), else the same offset as before."""
+    lo, hi = definition.start_line, definition.end_line
+    if _whole_definition(citation):
+        return Location(path, lo, hi)
+    hashes = citation.fingerprint.line_hashes
+    votes: dict[int, int] = {}
+    for offset, h in enumerate(hashes):
+        if h != BLANK:
+            for pos in file.positions(h):
+                if lo - 1 <= pos < hi and pos not in foreign:
+                    votes[pos - offset] = votes.get(pos - offset, 0) + 1
+    start = lo - 1 + anchor.offset
+    if votes:
+        start = max(votes, key=lambda s: (votes[s], -abs(s - start)))
+    first = min(max(start + 1, lo), hi)
+    last = min(first + len(hashes) - 1, hi)
+    return Location(path, first, last)
+
+
 def _rewrapped(citation: Citation, file: FileText, lo: int, hi: int) -> tuple[int, int] | None:
     """A window inside lines ``lo..hi`` whose whitespace-free text equals the citation's
-    (the snippet hash), found even when a formatter re-wrapped the lines."""
-    from verified_memory.anchors.hashing import text_hash
+    (the snippet hash), found even when a formatter re-wrapped the lines.
 
-    cited = len([h for h in citation.fingerprint.line_hashes if h != BLANK])
-    flat = [normalize_line(line) for line in file.lines[lo - 1 : hi]]
+    Windows are tried nearest the anchor's offset first; each start grows its text one
+    line at a time, so the cost is the definition's length times the window's."""
     want = citation.snippet_hash
+    cited = sum(1 for h in citation.fingerprint.line_hashes if h != BLANK)
     max_len = 2 * len(citation.fingerprint.line_hashes) + 4
+    rows = [i for i in range(lo - 1, min(hi, len(file.lines))) if file.hashes[i] != BLANK]
+    flat = [normalize_line(file.lines[i]) for i in rows]
+    # the trailing comma a formatter adds before a closing bracket on the next line
+    # does not count (see hashing.text_hash); a window's last line keeps its own
+    joined = [text[:-1] if text.endswith(",") and k + 1 < len(flat) and flat[k + 1][0] in ")]}"
+              else text for k, text in enumerate(flat)]
     anchor_start = lo + (citation.fingerprint.anchor.offset
                          if citation.fingerprint.anchor else 0)
-    starts = sorted(range(len(flat)), key=lambda i: abs(lo + i - anchor_start))
-    for i in starts:
-        if not flat[i]:
-            continue
-        for j in range(i + max(1, cited // 3) - 1, min(len(flat), i + max_len)):
-            if not flat[j]:
-                continue
-            if text_hash(flat[i:j + 1]) == want:
-                return lo + i, lo + j
+    for i in sorted(range(len(rows)), key=lambda k: abs(rows[k] + 1 - anchor_start)):
+        text = ""
+        for j in range(i, min(len(rows), i + max_len)):
+            if j - i + 1 >= max(1, cited // 3) and _hash(text + flat[j]) == want:
+                return rows[i] + 1, rows[j] + 1
+            text += joined[j]
     return None
+
+
+def _hash(text: str) -> str:
+    return xxhash.xxh3_64_hexdigest(text.encode())
+
+
+def _resemblance(old: Sequence[int], new: Sequence[int]) -> float:
+    """Share of the longer definition's non-blank lines that match the other's in order."""
+    a = [h for h in old if h != BLANK]
+    b = [h for h in new if h != BLANK]
+    if not a or not b:
+        return 0.0
+    matcher = SequenceMatcher(None, a, b, autojunk=False)
+    matched = sum(block.size for block in matcher.get_matching_blocks())
+    return matched / max(len(a), len(b))
+
+
+def _whole_definition(citation: Citation) -> bool:
+    """Whether the citation is its anchor's whole definition (its header included, so
+    the cited lines carry the definition's name with them)."""
+    anchor = citation.fingerprint.anchor
+    return anchor is not None and citation.snippet_hash == anchor.text_hash
+
+
+def _may_define(file: FileText, citation: Citation) -> bool:
+    """Whether ``file`` can hold the anchor's definition at all: the last word of its
+    name must be in the text (a cheap test before parsing a candidate file)."""
+    anchor = citation.fingerprint.anchor
+    if anchor is None:
+        return False
+    words = _WORD.findall(_simple(anchor.name))
+    return not words or words[-1] in file.text
+
+
+def _simple(name: str) -> str:
+    """The last part of a qualified name: ``Session.request`` -> ``request``,
+    ``impl Trait for Type::fn`` -> ``fn``."""
+    return name.rsplit("::", 1)[-1].rsplit(".", 1)[-1]
 
 
 def _distinctive(citation: Citation) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from verified_memory.errors import NotFound, SourceUnavailable, ValidationError
-from verified_memory.models import parse_citation
+from verified_memory.models import Location, parse_citation
 from verified_memory.sources.base import CodeSource
 from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.files import FileCache
@@ -41,15 +41,24 @@ def parse_jsonl(lines: Iterable[str]) -> Iterator[tuple[Any, Mapping[str, Any] |
 def check_citations(source: CodeSource, items: Iterable[tuple[Any, Mapping[str, Any] | str]],
                     ref: str = "HEAD", locator: Locator | None = None
                     ) -> Iterator[dict[str, Any]]:
-    """One result per input, in input order (an ``error`` key for the bad ones)."""
+    """One result per input, in input order: ``{id, status, path, line_start, line_end,
+    similarity}`` with the code's current place, or ``{id, error}`` for a bad input.
+
+    ``ref`` is resolved before anything is read, so an unknown ref raises ``NotFound``
+    here, once, even for an empty input, rather than failing every line."""
     if locator is None:
         from verified_memory.verify.anchored import AnchorLocator
 
         locator = AnchorLocator()
     revision = source.resolve(ref)
     tree = source.tree(revision)
-    verifier = Verifier(source, locator=locator)
-    files: FileCache = verifier.files
+    return _check(source, items, ref, revision, tree, Verifier(source, locator=locator))
+
+
+def _check(source: CodeSource, items: Iterable[tuple[Any, Mapping[str, Any] | str]],
+           ref: str, revision: str, tree: Mapping[str, str],
+           verifier: Verifier) -> Iterator[dict[str, Any]]:
+    files: FileCache = verifier.files  # one cache: the old and the new code read once
     for item_id, data in items:
         if isinstance(data, str):
             yield {"id": item_id, "error": data}
@@ -62,19 +71,23 @@ def check_citations(source: CodeSource, items: Iterable[tuple[Any, Mapping[str, 
         except (ValidationError, NotFound) as exc:
             yield {"id": item_id, "error": str(exc).removeprefix("citation: ")}
             continue
-        except SourceUnavailable as exc:
-            yield {"id": item_id, "status": "unverifiable", "path": data.get("path"),
-                   "line_start": None, "line_end": None, "similarity": None,
-                   "detail": str(exc)}
+        except SourceUnavailable:  # no verdict: the code could not be read
+            yield _result(item_id, "unverifiable", data.get("path"), None, None)
             continue
         check = verifier.check_one(citation, revision, tree)
-        place = check.location
-        yield {
-            "id": item_id,
-            "status": check.outcome.value,
-            "path": place.path if place else citation.path,
-            "line_start": place.line_start if place else None,
-            "line_end": place.line_end if place else None,
-            "similarity": check.similarity,
-            **({"ambiguous": True} if check.ambiguous else {}),
-        }
+        yield _result(item_id, check.outcome.value, check.location.path if check.location
+                      else citation.path, check.location, check.similarity)
+
+
+def _result(item_id: Any, status: str, path: Any, place: Location | None,
+            similarity: float | None) -> dict[str, Any]:
+    """The output line: exactly these keys, in this order; the place is the current one
+    (None when the code is missing or could not be read)."""
+    return {
+        "id": item_id,
+        "status": status,
+        "path": path,
+        "line_start": place.line_start if place else None,
+        "line_end": place.line_end if place else None,
+        "similarity": similarity,
+    }

@@ -13,13 +13,15 @@ Each citation climbs the ladder of DESIGN.md until a step decides:
 6. the source could not be read: ``unverifiable``, which is no verdict at all.
 
 The verifier compares stored claims (hashes) against freshly derived truth (the code
-at the revision); it never trusts a place just because the path still exists.
+at the revision); it never trusts a place just because the path still exists, nor
+lines just because they read the same: the ``Locator`` may ask whether they are the
+cited lines or another copy of them (``confirm``, ``choose``, ``partial``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 
 from verified_memory.anchors.hashing import BLANK
 from verified_memory.errors import SourceUnavailable
@@ -27,7 +29,9 @@ from verified_memory.models import Citation, CitationCheck, Location, Outcome
 from verified_memory.sources.base import CodeSource
 from verified_memory.verify.files import FileCache, FileText
 
-__all__ = ["CHANGED_THRESHOLD", "Verifier", "find_runs", "locate_in_file"]
+__all__ = [
+    "CHANGED_THRESHOLD", "Locator", "Verifier", "best_partial", "find_runs", "locate_in_file",
+]
 
 #: Share of a citation's non-blank lines that must survive together, at one place,
 #: for the code to count as ``changed`` rather than ``missing``.
@@ -79,24 +83,28 @@ def _nearest(places: Sequence[Location], near: int) -> Location:
 
 
 def locate_in_file(
-    citation: Citation, path: str, file: FileText, locator: Locator | None = None
+    citation: Citation, path: str, file: FileText, locator: Locator | None = None,
+    verifier: Verifier | None = None,
 ) -> tuple[Location | None, bool]:
     """Ladder step 3 within one file: the cited code's place, and whether it was
     ambiguous (found more than once). The locator, when given, arbitrates between
-    occurrences (the one inside the anchor wins); otherwise the nearest to the old
-    place wins."""
+    occurrences (the one inside the anchor wins) and may reject them all (they are
+    other code that reads the same); otherwise the nearest to the old place wins."""
     places = [Location(path, p.line_start, p.line_end)
               for p in find_runs(file, citation.fingerprint.line_hashes)]
     if not places:
         return None, False
-    return (locator or Locator()).choose(citation, path, file, places)
+    return (locator or Locator()).choose(verifier, citation, path, file, places)
 
 
-def best_partial(citation: Citation, path: str, file: FileText) -> tuple[Location, float] | None:
+def best_partial(citation: Citation, path: str, file: FileText,
+                 skip: Container[int] = ()) -> tuple[Location, float] | None:
     """Where most of the cited lines survive together, and what share of them.
 
     Each surviving line votes for the start its offset implies; the start with the most
     votes wins. Linear in the citation's length times the occurrences of each line.
+    Lines whose 0-based index is in ``skip`` do not vote (the locator knows they are
+    other code that was already there, not what is left of the cited code).
     """
     hashes = citation.fingerprint.line_hashes
     wanted = len(_nonblank(hashes))
@@ -106,7 +114,8 @@ def best_partial(citation: Citation, path: str, file: FileText) -> tuple[Locatio
     for offset, h in enumerate(hashes):
         if h != BLANK:
             for pos in file.positions(h):
-                votes[pos - offset] += 1
+                if pos not in skip:
+                    votes[pos - offset] += 1
     if not votes:
         return None
     start, count = max(votes.items(), key=lambda kv: (kv[1], -abs(kv[0] - citation.line_start + 1)))
@@ -151,24 +160,26 @@ class Verifier:
             return CitationCheck(c, Outcome.VALID, c.location, blob, 1.0, step=1,
                                  detail="file unchanged")
         file = self.files.get(blob) if blob is not None else None
+        locator = self.locator or _PLAIN
         if file is not None:
             here = file.hashes[c.line_start - 1 : c.line_end]
             cited = c.fingerprint.line_hashes
-            if len(here) == len(cited) and _nonblank(here) == _nonblank(cited):  # step 2
+            # step 2: the same lines, blank ones included, so that a blank line added
+            # above the code (which shifts it) is not taken for the code staying put
+            if tuple(here) == tuple(cited) and locator.confirm(self, c, file):
                 return CitationCheck(c, Outcome.VALID, c.location, blob, 1.0, step=2,
                                      detail="same code at the same place")
-            place, ambiguous = locate_in_file(c, c.path, file, self.locator)  # step 3
+            place, ambiguous = locate_in_file(c, c.path, file, locator, self)  # step 3
             if place is not None:
                 return CitationCheck(c, Outcome.RELOCATED, place, blob, 1.0, ambiguous, step=3,
                                      detail=f"moved within the file to {place}"
-                                     + (" (occurs more than once: nearest taken)" if ambiguous
-                                        else ""))
+                                     + (" (occurs more than once)" if ambiguous else ""))
         if self.locator is not None:  # step 4
             found = self.locator.locate(self, c, revision, tree, file)
             if found is not None:
                 return found
         if file is not None:  # step 5
-            partial = best_partial(c, c.path, file)
+            partial = locator.partial(self, c, file)
             if partial is not None and partial[1] >= CHANGED_THRESHOLD:
                 place, share = partial
                 return CitationCheck(c, Outcome.CHANGED, place, blob, round(share, 3), step=5,
@@ -184,15 +195,27 @@ class Verifier:
 
 
 class Locator:
-    """Ladder step 4: find code that left its file, or changed in place.
+    """Ladder step 4: find code that left its file, or changed in place; and the judge
+    of steps 2, 3 and 5 when the cited lines read the same in more than one place.
 
-    This base class finds nothing in step 4 and takes the nearest occurrence in step 3;
-    ``verify.anchored.AnchorLocator`` is the real one."""
+    This base class trusts any copy of the cited lines (step 2 as is, the nearest
+    occurrence in step 3, the best partial match in step 5) and finds nothing in
+    step 4; ``verify.anchored.AnchorLocator`` is the real one."""
 
-    def choose(self, citation: Citation, path: str, file: FileText,
-               places: Sequence[Location]) -> tuple[Location | None, bool]:
+    def confirm(self, verifier: Verifier, citation: Citation, file: FileText) -> bool:
+        """Step 2: are the equal lines at the cited place the cited code (not another
+        copy of it that slid into its place)?"""
+        return True
+
+    def choose(self, verifier: Verifier | None, citation: Citation, path: str,
+               file: FileText, places: Sequence[Location]) -> tuple[Location | None, bool]:
         """Pick one of the places where the cited lines occur (None: none is trusted)."""
         return _nearest(places, citation.line_start), len(places) > 1
+
+    def partial(self, verifier: Verifier, citation: Citation,
+                file: FileText) -> tuple[Location, float] | None:
+        """Step 5: where most of the cited lines survive together, and what share."""
+        return best_partial(citation, citation.path, file)
 
     def locate(
         self,
@@ -203,6 +226,9 @@ class Locator:
         file: FileText | None,
     ) -> CitationCheck | None:
         return None
+
+
+_PLAIN = Locator()
 
 
 def _unverifiable(citation: Citation, exc: Exception) -> CitationCheck:

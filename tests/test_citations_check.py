@@ -1,0 +1,327 @@
+"""``vmem citations check``: bulk checks of citations made at old commits, end to end.
+
+One JSON line in per citation (``{id, path, line_start, line_end, sha}``), one JSON line
+out per input line, in input order: ``{id, status, path, line_start, line_end,
+similarity}`` with the code's current place, or ``{id, error}`` for a bad input, which
+does not stop the run. ``--repo`` takes a working copy or a bare repository; ``--input``
+a file or ``-`` (stdin).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.gitrepo import GitRepo
+from verified_memory.cli import main
+
+KEYS = ["id", "status", "path", "line_start", "line_end", "similarity"]
+
+
+def src(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+RATES = src('''
+    """Exchange rates."""
+
+    from decimal import Decimal
+
+
+    def convert(amount, rate):
+        value = Decimal(amount) * Decimal(rate)
+        return value.quantize(Decimal("0.01"))
+
+
+    def invert(rate):
+        if not rate:
+            raise ZeroDivisionError("rate is zero")
+        return Decimal(1) / Decimal(rate)
+''')
+
+QUEUE_GO = src('''
+    package queue
+
+    type Queue struct {
+    \titems []string
+    }
+
+    func (q *Queue) Push(item string) {
+    \tq.items = append(q.items, item)
+    }
+
+    func (q *Queue) Pop() (string, bool) {
+    \tif len(q.items) == 0 {
+    \t\treturn "", false
+    \t}
+    \titem := q.items[0]
+    \tq.items = q.items[1:]
+    \treturn item, true
+    }
+''')
+
+README = "# ledger\n\nSmall tools for money.\n"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    """Two commits: the citations are made at the first; at the second ``convert``
+    moved down (lines inserted above), ``Queue.Pop`` was edited, ``invert`` deleted
+    and ``Queue.Push`` moved to a new file."""
+    repo = GitRepo(tmp_path / "ledger")
+    repo.write("ledger/rates.py", RATES)
+    repo.write("queue/queue.go", QUEUE_GO)
+    repo.write("README.md", README)
+    repo.commit("initial")
+    repo.run("tag", "v1")
+    rates = RATES.replace("from decimal import Decimal\n",
+                          "from decimal import Decimal\n\nPRECISION = 2\nROUNDING = None\n")
+    repo.write("ledger/rates.py", rates[:rates.index("\n\ndef invert")] + "\n")
+    push = "func (q *Queue) Push(item string) {\n\tq.items = append(q.items, item)\n}\n"
+    repo.write("queue/queue.go", QUEUE_GO.replace(push + "\n", "").replace(
+        "q.items = q.items[1:]", "q.items = append(q.items[:0], q.items[1:]...)"))
+    repo.write("queue/push.go", "package queue\n\n" + push)
+    repo.commit("refactor")
+    return repo
+
+
+def first(repo: GitRepo) -> str:
+    return repo.run("rev-parse", "v1")
+
+
+def citations(repo: GitRepo) -> list[dict[str, Any]]:
+    sha = first(repo)
+    return [
+        {"id": "convert", "path": "ledger/rates.py", "line_start": 6, "line_end": 8, "sha": sha},
+        {"id": "readme", "path": "README.md", "line_start": 1, "line_end": 3, "sha": sha},
+        {"id": "pop", "path": "queue/queue.go", "line_start": 11, "line_end": 18, "sha": sha},
+        {"id": "invert", "path": "ledger/rates.py", "line_start": 11, "line_end": 14,
+         "sha": sha[:12]},
+        {"id": "push", "path": "queue/queue.go", "line_start": 7, "line_end": 9, "sha": "v1"},
+    ]
+
+
+def expected() -> list[dict[str, Any]]:
+    return [
+        {"id": "convert", "status": "relocated", "path": "ledger/rates.py",
+         "line_start": 9, "line_end": 11, "similarity": 1.0},
+        {"id": "readme", "status": "valid", "path": "README.md",
+         "line_start": 1, "line_end": 3, "similarity": 1.0},
+        {"id": "pop", "status": "changed", "path": "queue/queue.go",
+         "line_start": 7, "line_end": 14, "similarity": pytest.approx(0.9, abs=0.099)},
+        {"id": "invert", "status": "missing", "path": "ledger/rates.py",
+         "line_start": None, "line_end": None, "similarity": 0.0},
+        {"id": "push", "status": "relocated", "path": "queue/push.go",
+         "line_start": 3, "line_end": 5, "similarity": 1.0},
+    ]
+
+
+def jsonl(items: list[Any]) -> str:
+    return "".join((item if isinstance(item, str) else json.dumps(item)) + "\n"
+                   for item in items)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+            *args: str, stdin: str | None = None) -> tuple[int, list[dict[str, Any]], str]:
+    """``vmem citations check ...`` in-process: exit code, parsed stdout lines, stderr."""
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["citations", "check", *args])
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), [json.loads(line) for line in out.splitlines()], err
+
+
+def assert_results(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
+    assert got == want
+    for line in got:
+        assert list(line) == (KEYS if "status" in line else ["id", "error"])
+
+
+# ----------------------------------------------------------------------------- happy path
+
+
+def test_end_to_end_in_a_subprocess_from_a_file(repo: GitRepo, tmp_path: Path) -> None:
+    input_file = tmp_path / "citations.jsonl"
+    input_file.write_text(jsonl(citations(repo)), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "verified_memory", "citations", "check", "--repo",
+         os.fspath(repo.path), "--ref", "HEAD", "--input", os.fspath(input_file), "--json"],
+        capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert_results([json.loads(line) for line in proc.stdout.splitlines()], expected())
+
+
+def test_stdin_input(repo: GitRepo, capsys: pytest.CaptureFixture[str],
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    code, got, err = run_cli(capsys, monkeypatch, "--repo", os.fspath(repo.path),
+                             "--input", "-", "--json", stdin=jsonl(citations(repo)))
+    assert (code, err) == (0, "")
+    assert_results(got, expected())
+
+
+def test_stdin_is_the_default_input_and_head_the_default_ref(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    code, got, _ = run_cli(capsys, monkeypatch, "--repo", os.fspath(repo.path),
+                           stdin=jsonl(citations(repo)))
+    assert code == 0
+    assert_results(got, expected())
+
+
+def test_bare_repository(repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                         monkeypatch: pytest.MonkeyPatch) -> None:
+    bare = tmp_path / "ledger.git"
+    repo.run("clone", "-q", "--bare", os.fspath(repo.path), os.fspath(bare))
+    assert (bare / "HEAD").is_file()
+    assert not (bare / ".git").exists()
+    input_file = tmp_path / "in.jsonl"
+    input_file.write_text(jsonl(citations(repo)), encoding="utf-8")
+    code, got, err = run_cli(capsys, monkeypatch, "--repo", os.fspath(bare), "--ref", "main",
+                             "--input", os.fspath(input_file), "--json")
+    assert (code, err) == (0, "")
+    assert_results(got, expected())
+
+
+def test_the_ref_decides_what_current_means(repo: GitRepo,
+                                            capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checked at the commit they were made at, every citation is valid where it was."""
+    code, got, _ = run_cli(capsys, monkeypatch, "--repo", os.fspath(repo.path), "--ref", "v1",
+                           "--json", stdin=jsonl(citations(repo)))
+    assert code == 0
+    assert_results(got, [
+        {"id": c["id"], "status": "valid", "path": c["path"], "line_start": c["line_start"],
+         "line_end": c["line_end"], "similarity": 1.0} for c in citations(repo)])
+
+
+def test_worktree_edits_are_not_what_is_checked(repo: GitRepo,
+                                                capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check reads commits, not the files on disk: uncommitted edits do not count."""
+    repo.write("README.md", "# rewritten\n")
+    code, got, _ = run_cli(capsys, monkeypatch, "--repo", os.fspath(repo.path), "--json",
+                           stdin=jsonl(citations(repo)))
+    assert code == 0
+    assert_results(got, expected())
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+def test_bad_lines_get_an_error_each_and_do_not_stop_the_run(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sha = first(repo)
+    good = citations(repo)
+    lines: list[Any] = [
+        good[0],
+        "{not json",
+        {"id": "no-path", "line_start": 1, "line_end": 2, "sha": sha},
+        {"id": "no-sha", "path": "README.md", "line_start": 1, "line_end": 1},
+        {"id": "unknown-sha", "path": "README.md", "line_start": 1, "line_end": 1,
+         "sha": "0" * 40},
+        {"id": "no-file", "path": "ledger/missing.py", "line_start": 1, "line_end": 1,
+         "sha": sha},
+        {"id": "past-end", "path": "README.md", "line_start": 2, "line_end": 40, "sha": sha},
+        {"id": "backwards", "path": "README.md", "line_start": 3, "line_end": 2, "sha": sha},
+        {"id": "blank-only", "path": "README.md", "line_start": 2, "line_end": 2, "sha": sha},
+        {"id": "bad-line", "path": "README.md", "line_start": "first", "line_end": 2,
+         "sha": sha},
+        "[1, 2, 3]",
+        "",
+        good[4],
+    ]
+    code, got, err = run_cli(capsys, monkeypatch, "--repo", os.fspath(repo.path), "--json",
+                             stdin=jsonl(lines))
+    assert (code, err) == (0, "")
+    assert [line["id"] for line in got] == [
+        "convert", "line 2", "no-path", "no-sha", "unknown-sha", "no-file", "past-end",
+        "backwards", "blank-only", "bad-line", "line 11", "push"]
+    assert got[0] == expected()[0]
+    assert got[-1] == expected()[4]
+    errors = {line["id"]: line["error"] for line in got[1:-1]}
+    assert set(errors) == {line["id"] for line in got[1:-1]}  # every bad line: an error
+    assert "not valid JSON" in errors["line 2"]
+    assert "path is required" in errors["no-path"]
+    assert "sha" in errors["no-sha"]
+    assert "0" * 40 in errors["unknown-sha"]
+    assert "ledger/missing.py does not exist" in errors["no-file"]
+    assert "past the end" in errors["past-end"]
+    assert "3 lines" in errors["past-end"]
+    assert "before line_start" in errors["backwards"]
+    assert "blank" in errors["blank-only"]
+    assert "line_start" in errors["bad-line"]
+    assert "not a JSON object" in errors["line 11"]
+    assert_results(got, got)  # keys: exactly the result keys, or exactly id + error
+
+
+def test_unknown_ref_is_one_clear_error_and_exit_1(repo: GitRepo,
+                                                   capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    code, got, err = run_cli(capsys, monkeypatch, "--repo", os.fspath(repo.path),
+                             "--ref", "no-such-branch", "--json",
+                             stdin=jsonl(citations(repo)))
+    assert code == 1
+    assert got == []
+    assert len(err.strip().splitlines()) == 1
+    assert "no-such-branch" in err
+    assert "does not exist" in err
+
+
+def test_unknown_ref_fails_even_with_no_input(repo: GitRepo,
+                                              capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    code, got, err = run_cli(capsys, monkeypatch, "--repo", os.fspath(repo.path),
+                             "--ref", "no-such-branch", stdin="")
+    assert (code, got) == (1, [])
+    assert "no-such-branch" in err
+
+
+def test_unknown_ref_in_a_subprocess(repo: GitRepo, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "verified_memory", "citations", "check", "--repo",
+         os.fspath(repo.path), "--ref", "v9", "--input", "-", "--json"],
+        input=jsonl(citations(repo)), capture_output=True, text=True, check=False,
+        cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1
+    assert "v9" in proc.stderr
+
+
+def test_a_directory_that_is_not_a_repository(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    code, got, err = run_cli(capsys, monkeypatch, "--repo", os.fspath(plain), stdin="")
+    assert (code, got) == (1, [])
+    assert "not a git repository" in err
+
+
+def test_empty_input_gives_empty_output(repo: GitRepo, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_cli(capsys, monkeypatch, "--repo", os.fspath(repo.path), stdin="\n\n") == (
+        0, [], "")
+
+
+def test_many_citations_keep_input_order(repo: GitRepo, capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    many = [dict(c, id=f"{c['id']}-{i}") for i in range(40) for c in citations(repo)]
+    code, got, _ = run_cli(capsys, monkeypatch, "--repo", os.fspath(repo.path),
+                           stdin=jsonl(many))
+    assert code == 0
+    assert [line["id"] for line in got] == [c["id"] for c in many]
+    want = expected()
+    for i, line in enumerate(got):
+        assert line == dict(want[i % len(want)], id=many[i]["id"])
