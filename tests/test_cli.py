@@ -205,3 +205,16 @@ def test_real_process_has_no_traceback_and_a_clean_exit_code(repo: GitRepo) -> N
                           capture_output=True, text=True, cwd=repo.path, check=False)
     assert proc.returncode == 0
     assert "version" in proc.stdout
+
+
+def test_unreadable_input_files_are_one_line(repo: GitRepo, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = vmem(capsys, "citations", "check", "--repo", str(repo.path),
+                        "--input", str(tmp_path / "missing.jsonl"))
+    assert code == 1
+    assert err == f"vmem: error: {tmp_path / 'missing.jsonl'}: No such file or directory\n"
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'{"subject": "caf\xe9"}')
+    code, _, err = vmem(capsys, "store", "--input", str(latin))
+    assert code == 1
+    assert err.startswith("vmem: error: the input is not UTF-8 text")

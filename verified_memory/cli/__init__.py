@@ -139,7 +139,8 @@ def _memory_input(input_file: str | None, repo: str | None, env: Env,
                   flags: dict[str, Any], cites: tuple[str, ...]) -> NewMemory:
     if input_file is not None or (not flags.get("subject") and not cites
                                   and not sys.stdin.isatty()):
-        text = click.open_file(input_file or "-", encoding="utf-8").read()
+        with click.open_file(input_file or "-", encoding="utf-8") as fh:
+            text = fh.read()
         if not text.strip():
             raise ValidationError("no memory given: pass --subject, --fact and --cite, "
                                   "or a JSON memory on stdin")
@@ -514,6 +515,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except VerifiedMemoryError as exc:
         fail(str(exc))
+    except OSError as exc:  # a file named on the command line: missing, unreadable, ...
+        where = f"{exc.filename}: " if exc.filename else ""
+        fail(f"{where}{exc.strerror or exc}")
+    except UnicodeDecodeError as exc:
+        fail(f"the input is not UTF-8 text ({exc.reason} at byte {exc.start})")
     except KeyboardInterrupt:
         sys.exit(130)
     except BrokenPipeError:
