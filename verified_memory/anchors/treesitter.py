@@ -215,7 +215,8 @@ def _parser(grammar: _Grammar) -> Parser:
     return parser
 
 
-def _extract(grammar: _Grammar, lines: Sequence[str]) -> tuple[Definition, ...]:
+def _extract(grammar: _Grammar, lines: Sequence[str],
+             hashes: Sequence[int] | None = None) -> tuple[Definition, ...]:
     """Parse ``lines`` and list their definitions in source order with qualified names."""
     if grammar.query is None:
         return ()
@@ -230,7 +231,8 @@ def _extract(grammar: _Grammar, lines: Sequence[str]) -> tuple[Definition, ...]:
     nodes: list[Node] = captures.get("def", [])
     # capture order is not source order; outer before inner for equal starts
     nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
-    hashes = line_hashes(lines)
+    if hashes is None or len(hashes) != len(lines):
+        hashes = line_hashes(lines)
     separator = grammar.separator
 
     result: list[Definition] = []
@@ -268,7 +270,7 @@ def _extract(grammar: _Grammar, lines: Sequence[str]) -> tuple[Definition, ...]:
                 start_line=first + 1,
                 end_line=last + 1,
                 text_hash=text_hash(lines[first : last + 1]),
-                line_hashes=hashes[first : last + 1],
+                line_hashes=tuple(hashes[first : last + 1]),
             )
         )
     # nodes were sorted by their own start; spans may start earlier (decorators)
@@ -291,7 +293,8 @@ class DefinitionIndex:
         self._lock = threading.Lock()
 
     def definitions(
-        self, path: str, text: str, key: str | None = None
+        self, path: str, text: str, key: str | None = None,
+        hashes: Sequence[int] | None = None,
     ) -> tuple[Definition, ...]:
         """Every definition in ``text`` (the content of ``path``), in source order.
 
@@ -311,7 +314,9 @@ class DefinitionIndex:
                 self._cache.move_to_end(cache_key)
                 return cached
         try:
-            found = _extract(grammar, split_lines(text))
+            # ``hashes``: the caller's line hashes of this text (the verifier has them
+            # already), so the file is not hashed twice.
+            found = _extract(grammar, split_lines(text), hashes)
         except Exception:  # a grammar bug must cost an anchor, not a verification
             log.exception("tree-sitter failed on %s; using line hashes", path)
             found = ()
@@ -324,7 +329,8 @@ class DefinitionIndex:
         return found
 
     def anchor_for(
-        self, path: str, text: str, line_start: int, line_end: int, key: str | None = None
+        self, path: str, text: str, line_start: int, line_end: int, key: str | None = None,
+        hashes: Sequence[int] | None = None,
     ) -> Anchor | None:
         """The anchor of a citation: the innermost definition containing the whole range.
 
@@ -333,7 +339,7 @@ class DefinitionIndex:
         language = language_for(path)
         if language is None:
             return None
-        found = innermost(self.definitions(path, text, key), line_start, line_end)
+        found = innermost(self.definitions(path, text, key, hashes), line_start, line_end)
         return found.anchor(line_start, language) if found is not None else None
 
     def clear(self) -> None:
@@ -362,7 +368,8 @@ def definitions(path: str, text: str, key: str | None = None) -> tuple[Definitio
 
 
 def anchor_for(
-    path: str, text: str, line_start: int, line_end: int, key: str | None = None
+    path: str, text: str, line_start: int, line_end: int, key: str | None = None,
+    hashes: Sequence[int] | None = None,
 ) -> Anchor | None:
     """The innermost definition around ``line_start..line_end`` as an Anchor, or None."""
-    return _default.anchor_for(path, text, line_start, line_end, key)
+    return _default.anchor_for(path, text, line_start, line_end, key, hashes)

@@ -587,7 +587,7 @@ class AnchorLocator(Locator):
     # ------------------------------------------------------------------ candidates
 
     def _defs(self, path: str, file: FileText) -> tuple[treesitter.Definition, ...]:
-        return self.index.definitions(path, file.text, key=file.blob_sha)
+        return self.index.definitions(path, file.text, key=file.blob_sha, hashes=file.hashes)
 
     def _diff(self, verifier: Verifier, citation: Citation, revision: str,
               tree: Mapping[str, str]) -> tuple[list[str], dict[str, str]] | None:

@@ -38,7 +38,7 @@ def fingerprint_citation(source: CodeSource, files: FileCache, ref: str, cite: C
             f"{where}: lines {cite.line_start}-{cite.line_end} are past the end of "
             f"{cite.path}, which has {len(file.lines)} lines at {at}")
     anchor = treesitter.anchor_for(cite.path, file.text, cite.line_start, cite.line_end,
-                                   key=blob)
+                                   key=blob, hashes=file.hashes)
     fingerprint = fingerprint_lines(file.lines, cite.line_start, cite.line_end, anchor=anchor)
     if not has_code(fingerprint):
         raise ValidationError(f"{where}: {cite.location} holds only blank lines")
