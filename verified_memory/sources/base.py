@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
-__all__ = ["CodeSource", "Rename", "git_blob_sha"]
+__all__ = ["ClosingSource", "CodeSource", "Rename", "git_blob_sha"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,24 @@ class CodeSource(Protocol):
 
     def close(self) -> None:
         """Stop helper processes and connections. Safe to call twice."""
+
+
+class ClosingSource:
+    """A source is a context manager that closes itself (helper processes, connections)."""
+
+    def close(self) -> None:
+        """Overridden by each source; safe to call twice."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 def git_blob_sha(data: bytes) -> str:

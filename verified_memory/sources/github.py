@@ -44,14 +44,13 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlparse
 
 from verified_memory.errors import MissingDependency, NotFound, SourceUnavailable, ValidationError
 from verified_memory.models import validate_repo
 from verified_memory.sources._github_http import CLIENT_ANSWERS, GitHubHttp, Reply, RetryPolicy
-from verified_memory.sources.base import Rename, git_blob_sha
+from verified_memory.sources.base import ClosingSource, Rename, git_blob_sha
 from verified_memory.sources.blob_cache import DiskBlobCache, JsonCache, default_cache_dir
 
 if TYPE_CHECKING:
@@ -245,7 +244,7 @@ class GitHubTree(Mapping[str, str]):
 # --------------------------------------------------------------------------- source
 
 
-class GitHubSource:
+class GitHubSource(ClosingSource):
     """The code of one GitHub repository (``owner/name``), read through the REST API.
 
     ``auth`` is a token string or any ``github.Auth`` instance (``Auth.Token``,
@@ -352,17 +351,6 @@ class GitHubSource:
 
     def __repr__(self) -> str:
         return f"GitHubSource({self.repo!r}, base_url={self.base_url!r})"
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close the HTTP connections (if the client is ours). Safe to call twice."""

@@ -28,11 +28,11 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType, TracebackType
-from typing import IO, Self
+from types import MappingProxyType
+from typing import IO
 
 from verified_memory.errors import NotFound, SourceUnavailable
-from verified_memory.sources.base import Rename
+from verified_memory.sources.base import ClosingSource, Rename
 
 __all__ = ["LocalGitSource", "MemoryBlobCache", "git_env", "run_git"]
 
@@ -290,7 +290,7 @@ class _CatFile:
         return _Object(sha.decode("ascii"), kind.decode("ascii"), body[:-1])
 
 
-class LocalGitSource:
+class LocalGitSource(ClosingSource):
     """Code from a local repository (working copy or bare), read through git itself.
 
     Use as a context manager, or call ``close()``, to stop the cat-file process (it is
@@ -316,17 +316,6 @@ class LocalGitSource:
 
     def __repr__(self) -> str:
         return f"LocalGitSource({os.fspath(self.path)!r})"
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Stop the cat-file process. Safe to call twice; a later call starts a new one."""

@@ -29,11 +29,9 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from verified_memory.errors import NotFound, SourceUnavailable
-from verified_memory.sources.base import Rename, git_blob_sha
+from verified_memory.sources.base import ClosingSource, Rename, git_blob_sha
 from verified_memory.sources.discovery import find_working_copy
 from verified_memory.sources.local_git import (
     FULL_SHA,
@@ -69,7 +67,7 @@ class _Hashed:
     trusted: bool  # False: hash again on next lookup even if the signature is the same
 
 
-class WorktreeSource:
+class WorktreeSource(ClosingSource):
     """Files on disk of the working copy that contains ``path`` (its top level is used).
 
     A bare repository, or a directory outside any working copy, raises ``NotFound``.
@@ -99,17 +97,6 @@ class WorktreeSource:
 
     def __repr__(self) -> str:
         return f"WorktreeSource({os.fspath(self.root)!r})"
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Stop the object-database helper, if one was started. Safe to call twice."""
