@@ -209,11 +209,8 @@ def store(env: Env, /, repo: str | None, as_json: bool, ref: str, worktree: bool
     new = _memory_input(input_file, repo, env, flags, cites)
     with running(env, worktree=worktree) as service:
         memory = service.store(new, ref=ref)
-    if as_json:
-        env.out.json(memory.to_dict())
-    else:
-        env.out.out.print(f"stored {memory.id} ({len(memory.citations)} citation"
-                          f"{'s' if len(memory.citations) != 1 else ''})", markup=False)
+    count = len(memory.citations)
+    env.out.done(memory, f"stored {memory.id} ({count} citation{'s' if count != 1 else ''})")
 
 
 @cli.command()
@@ -230,10 +227,7 @@ def supersede(env: Env, /, old_id: str, repo: str | None, as_json: bool, ref: st
         old = service.memories.get(old_id)
         new = _memory_input(input_file, repo or old.repo, env, flags, cites)
         memory = service.supersede(old_id, new, ref=ref)
-    if as_json:
-        env.out.json(memory.to_dict())
-    else:
-        env.out.out.print(f"stored {memory.id}, superseding {old_id}", markup=False)
+    env.out.done(memory, f"stored {memory.id}, superseding {old_id}")
 
 
 @cli.command()
@@ -382,10 +376,7 @@ def invalidate(env: Env, memory_id: str, reason: str, as_json: bool) -> None:
     env.out = Output(as_json)
     with running(env) as service:
         memory = service.invalidate(memory_id, reason)
-    if as_json:
-        env.out.json(memory.to_dict())
-    else:
-        env.out.out.print(f"invalidated {memory.id}", markup=False)
+    env.out.done(memory, f"invalidated {memory.id}")
 
 
 @cli.command()
@@ -397,7 +388,7 @@ def refresh(env: Env, memory_id: str, as_json: bool) -> None:
     env.out = Output(as_json)
     with running(env) as service:
         memory = service.refresh(memory_id)
-    env.out.json(memory.to_dict()) if as_json else env.out.out.print(f"refreshed {memory.id}")
+    env.out.done(memory, f"refreshed {memory.id}")
 
 
 @cli.command()
@@ -409,10 +400,7 @@ def applied(env: Env, memory_id: str, as_json: bool) -> None:
     env.out = Output(as_json)
     with running(env) as service:
         memory = service.log_applied(memory_id)
-    if as_json:
-        env.out.json(memory.to_dict())
-    else:
-        env.out.out.print(f"recorded: {memory.id} applied {memory.applied_count}x")
+    env.out.done(memory, f"recorded: {memory.id} applied {memory.applied_count}x")
 
 
 @cli.command()

@@ -36,6 +36,13 @@ class Output:
     def json(self, data: Any) -> None:
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
+    def done(self, memory: Memory, message: str) -> None:
+        """The memory a command changed, as JSON; or one line saying what was done."""
+        if self.as_json:
+            self.json(memory.to_dict())
+        else:
+            self.out.print(message, markup=False)
+
     def note(self, text: str) -> None:
         """A line for people (on stderr when the output is JSON, to keep stdout clean)."""
         (self.err if self.as_json else self.out).print(text)

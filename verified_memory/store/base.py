@@ -17,11 +17,11 @@ Invariants every implementation keeps:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Self, runtime_checkable
 
 from verified_memory.models import EventKind, Memory, RepoStats, Status, TelemetryEvent, Transition
 
-__all__ = ["MemoryStore"]
+__all__ = ["ClosingStore", "MemoryStore"]
 
 
 @runtime_checkable
@@ -88,3 +88,16 @@ class MemoryStore(Protocol):
 
     def close(self) -> None:
         """Release connections. Safe to call twice."""
+
+
+class ClosingStore:
+    """A store is a context manager that closes itself (connections, pools)."""
+
+    def close(self) -> None:
+        """Overridden by each store; safe to call twice."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

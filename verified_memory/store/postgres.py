@@ -65,6 +65,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
+from verified_memory.store.base import ClosingStore
 
 if TYPE_CHECKING:
     import psycopg
@@ -193,7 +194,7 @@ def translate_sqlstate(
 # --------------------------------------------------------------------------- the store
 
 
-class PostgresStore:
+class PostgresStore(ClosingStore):
     """A ``MemoryStore`` in a Postgres database (self-hosted, or Supabase's by URL).
 
     ``prepare=False`` turns server-side prepared statements off, as transaction-mode
@@ -255,12 +256,6 @@ class PostgresStore:
 
     def __repr__(self) -> str:
         return f"PostgresStore({_redact(self.url)!r})"
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ writes
 

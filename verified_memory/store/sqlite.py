@@ -67,6 +67,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
+from verified_memory.store.base import ClosingStore
 
 __all__ = ["MIGRATIONS", "SQLiteStore", "fts_query"]
 
@@ -220,7 +221,7 @@ def fts_query(query: str) -> str | None:
     return " ".join(terms)
 
 
-class SQLiteStore:
+class SQLiteStore(ClosingStore):
     """A ``MemoryStore`` in one SQLite file (``":memory:"`` for a throwaway one)."""
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 5.0) -> None:
@@ -231,12 +232,6 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
-
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ writes
 

@@ -45,6 +45,7 @@ from verified_memory.store._rows import (
     query_terms,
     with_supersedes,
 )
+from verified_memory.store.base import ClosingStore
 from verified_memory.store.postgres import (
     events_payload,
     memory_from_json,
@@ -69,7 +70,7 @@ _RETRIES = 5
 _EVENT_FIELDS = ",".join(("id", *EVENT_COLUMNS))
 
 
-class SupabaseStore:
+class SupabaseStore(ClosingStore):
     """A ``MemoryStore`` in a Supabase project, through its REST API."""
 
     def __init__(self, client: Client, *, page_size: int = 1000) -> None:
@@ -141,12 +142,6 @@ class SupabaseStore:
 
     def __repr__(self) -> str:
         return f"SupabaseStore({str(getattr(self._client, 'supabase_url', '?'))!r})"
-
-    def __enter__(self) -> SupabaseStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ writes
 
