@@ -48,7 +48,7 @@ from verified_memory.store.migrate import (
     migrations_dir,
     render_sql,
 )
-from verified_memory.store.postgres import PostgresStore
+from verified_memory.store.postgres import PostgresStore, applied_flags
 
 pytestmark = pytest.mark.postgres
 
@@ -450,7 +450,7 @@ def _mixed_writer(url: str, worker: int) -> None:
                 [result] = store.apply([Transition(
                     shared, add_verifications=1,
                     events=(_event(EventKind.VERIFIED_VALID, shared),))])
-                assert result is not None
+                assert result is True
             elif kind == 3:
                 old = own.pop(0)
                 new = _memory(f"w{worker}-{i}-new", minutes=i)
@@ -459,7 +459,7 @@ def _mixed_writer(url: str, worker: int) -> None:
             else:
                 [result] = store.apply([Transition(
                     own[-1], add_applications=1, events=(_event(EventKind.APPLIED, own[-1]),))])
-                assert result is not None
+                assert result is True
     finally:
         store.close()
 
@@ -600,3 +600,8 @@ def test_without_a_server_postgres_tests_skip_and_say_why(
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI=true: Postgres tests must run"):
         pg.server()
+
+
+def test_apply_answers_from_a_database_before_005_read_as_flags() -> None:
+    # 002's agent_memory_apply answered the memory or null; 005's answers booleans.
+    assert applied_flags([{"id": "m1"}, None, True, False]) == [True, False, True, False]

@@ -282,9 +282,10 @@ def test_a_tenant_works_normally_in_its_own_repositories(conn: psycopg.Connectio
     with acting_as(conn, TENANT_A):
         conn.execute("select agent_memory_add(%s)", (_new("a9", MINE),))
         conn.execute("select agent_memory_supersede('a0', %s)", (_new("a10", MINE),))
-        [result] = _one(conn, "select agent_memory_apply(%s)",
-                        Jsonb([{"memory_id": "a1", "add_verifications": 1}]))
-        assert result["verification_count"] == 1
+        [applied] = _one(conn, "select agent_memory_apply(%s)",
+                         Jsonb([{"memory_id": "a1", "add_verifications": 1}]))
+        assert applied is True
+        assert _one(conn, "select verification_count from agent_memory where id = 'a1'") == 1
         assert _one(conn, "select status from agent_memory where id = 'a0'") == "superseded"
         assert _one(conn, "select count(*) from agent_memory where repo = %s", MINE) == 5
 

@@ -80,6 +80,7 @@ def memory_input(**overrides: Any) -> dict[str, Any]:
 
 
 def kinds(service: MemoryService, memory_id: str) -> list[str]:
+    service.telemetry.flush()
     return [e.kind.value for e in service.memories.events(memory_id=memory_id)]
 
 

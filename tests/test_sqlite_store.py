@@ -449,7 +449,7 @@ def _mixed_writer(path: str, worker: int, rounds: int) -> None:
                 Transition(m.id, add_verifications=1, refreshed_at=datetime.now(UTC),
                            events=(_event(EventKind.REFRESHED, m.id),))
             ])
-            assert done is not None
+            assert done is True
             store.log([_event(EventKind.APPLIED, m.id)])
     finally:
         store.close()

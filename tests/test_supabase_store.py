@@ -168,7 +168,7 @@ def test_supersede_sends_the_old_id_and_the_back_pointer(store: SupabaseStore,
     assert body["p_events"] == [{**EVENT_WIRE, "kind": "superseded", "memory_id": "old"}]
 
 
-def test_apply_sends_the_batch_and_reads_each_result(store: SupabaseStore,
+def test_apply_sends_the_batch_and_reads_which_were_applied(store: SupabaseStore,
                                                      http: Recorder) -> None:
     after = _memory(status=Status.INVALID, invalid_reason="gone", verification_count=1)
     http.answer(httpx.Response(200, json=[_row(after), None]))
@@ -177,7 +177,7 @@ def test_apply_sends_the_batch_and_reads_each_result(store: SupabaseStore,
                    refreshed_at=T0, events=(_event(EventKind.INVALIDATED),)),
         Transition("m2", expect=Status.PENDING),
     ])
-    assert results == [after, None]
+    assert results == [True, False]
     [(_, path, _, body)] = http.calls()
     assert path == "/rest/v1/rpc/agent_memory_apply"
     assert body == {"p_transitions": [

@@ -8,9 +8,12 @@ every entry point (CLI, MCP, Python) must apply the same rules.
 
 from __future__ import annotations
 
+import json
 import re
+import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from contextlib import suppress
+from dataclasses import FrozenInstanceError, dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -34,6 +37,8 @@ __all__ = [
     "TelemetryEvent",
     "Transition",
     "Verification",
+    "decode_line_hashes",
+    "encode_line_hashes",
     "normalize_path",
     "utcnow",
     "validate_repo",
@@ -133,17 +138,103 @@ class Anchor:
         )
 
 
-@dataclass(frozen=True, slots=True)
 class Fingerprint:
     """Enough to recognise cited code again without storing the code itself.
 
     ``line_hashes`` has one entry per cited line; blank lines hash to 0 and are
     skipped when matching, so blank-line edits are not changes.
+
+    Immutable like the dataclasses around it. A fingerprint read from a store
+    (``Fingerprint.stored``) decodes its line hashes and anchor on first use: most
+    reads never need them (a listing, or a check of a file that did not change), and
+    decoding them was most of the cost of reading fifty memories.
     """
 
+    __slots__ = ("_anchor", "_line_hashes", "snippet_hash")
+
     snippet_hash: str
-    line_hashes: tuple[int, ...]
-    anchor: Anchor | None = None
+    _line_hashes: tuple[int, ...] | str
+    _anchor: Anchor | str | None
+
+    def __init__(self, snippet_hash: str, line_hashes: Sequence[int] = (),
+                 anchor: Anchor | None = None) -> None:
+        object.__setattr__(self, "snippet_hash", snippet_hash)
+        object.__setattr__(self, "_line_hashes", tuple(line_hashes))
+        object.__setattr__(self, "_anchor", anchor)
+
+    @classmethod
+    def stored(cls, snippet_hash: str, line_hashes: str | None,
+               anchor: str | None) -> Fingerprint:
+        """A fingerprint as a store spells it: line hashes as 16-hex-digit words joined
+        by spaces, the anchor as JSON text. Both are decoded lazily."""
+        fingerprint = cls.__new__(cls)
+        object.__setattr__(fingerprint, "snippet_hash", snippet_hash)
+        object.__setattr__(fingerprint, "_line_hashes", line_hashes or ())
+        object.__setattr__(fingerprint, "_anchor", anchor or None)
+        return fingerprint
+
+    @property
+    def line_hashes(self) -> tuple[int, ...]:
+        value = self._line_hashes
+        if isinstance(value, str):
+            value = decode_line_hashes(value)
+            object.__setattr__(self, "_line_hashes", value)
+        return value
+
+    @property
+    def anchor(self) -> Anchor | None:
+        value = self._anchor
+        if not isinstance(value, str):
+            return value
+        try:
+            anchor = Anchor.from_dict(json.loads(value))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ValidationError(f"a stored anchor is malformed: {value[:80]!r}") from exc
+        object.__setattr__(self, "_anchor", anchor)
+        return anchor
+
+    def _key(self) -> tuple[str, tuple[int, ...], Anchor | None]:
+        return (self.snippet_hash, self.line_hashes, self.anchor)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Fingerprint):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (f"Fingerprint(snippet_hash={self.snippet_hash!r}, "
+                f"line_hashes={self.line_hashes!r}, anchor={self.anchor!r})")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Fingerprint, (self.snippet_hash, self.line_hashes, self.anchor))
+
+
+def decode_line_hashes(text: str) -> tuple[int, ...]:
+    """Line hashes from their text spelling (16 hex digits each, space-separated)."""
+    if not text:
+        return ()
+    count, extra = divmod(len(text) + 1, 17)
+    if not extra and text[16::17] == " " * (count - 1):
+        # The spelling we write (16 digits, single spaces): decode all at once in C.
+        with suppress(ValueError):
+            return struct.unpack(f">{count}Q", bytes.fromhex(text))
+    try:
+        return tuple(int(w, 16) for w in text.split())
+    except ValueError as exc:
+        raise ValidationError(f"stored line hashes are malformed: {text[:80]!r}") from exc
+
+
+def encode_line_hashes(hashes: Sequence[int]) -> str:
+    return " ".join(f"{h:016x}" for h in hashes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +448,25 @@ class Transition:
     add_verifications: int = 0
     add_applications: int = 0
     events: tuple[TelemetryEvent, ...] = ()
+
+    def apply_to(self, memory: Memory) -> Memory:
+        """``memory`` as a store leaves it after this transition (the store's part is
+        checking ``expect``). ``None`` fields leave a field as it is; counters add.
+
+        Every store passes a contract test saying so, which lets the service compute
+        the result of a batch instead of reading thousands of memories back."""
+        return replace(
+            memory,
+            status=memory.status if self.status is None else self.status,
+            invalid_reason=(memory.invalid_reason if self.invalid_reason is None
+                            else self.invalid_reason),
+            refreshed_at=memory.refreshed_at if self.refreshed_at is None else self.refreshed_at,
+            verified_commit=(memory.verified_commit if self.verified_commit is None
+                             else self.verified_commit),
+            citations=memory.citations if self.citations is None else self.citations,
+            verification_count=memory.verification_count + self.add_verifications,
+            applied_count=memory.applied_count + self.add_applications,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from verified_memory.models import (
 )
 from verified_memory.sources.base import CodeSource
 from verified_memory.store.base import MemoryStore
+from verified_memory.telemetry import TelemetryBuffer
 from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.decision import decide
 from verified_memory.verify.files import FileCache
@@ -118,6 +119,7 @@ class MemoryService:
         locator: Locator | None = None,
     ) -> None:
         self.memories = store
+        self.telemetry = TelemetryBuffer(store)  # ``retrieved`` events, written behind
         self._source = source
         self.actor = actor
         if locator is None:
@@ -146,19 +148,26 @@ class MemoryService:
                               detail=detail)
 
     def _retrieved(self, memories: Sequence[Memory], via: str) -> list[Memory]:
-        if memories:
-            self.memories.log([self._event(EventKind.RETRIEVED, m, via=via) for m in memories])
+        # Written behind the read (telemetry.py): a read must not cost a transaction.
+        # One time and one detail for the whole read: it is one retrieval.
+        at, detail = utcnow(), {"via": via}
+        self.telemetry.add([
+            TelemetryEvent(kind=EventKind.RETRIEVED, repo=m.repo, memory_id=m.id,
+                           actor=self.actor, at=at, detail=detail)
+            for m in memories
+        ])
         return list(memories)
 
-    def _transition(self, transition: Transition, action: str) -> Memory:
-        (result,) = self.memories.apply([transition])
-        if result is None:
+    def _transition(self, memory: Memory, transition: Transition, action: str) -> Memory:
+        self.telemetry.flush()
+        (applied,) = self.memories.apply([transition])
+        if not applied:
             current = self.memories.get(transition.memory_id)
             raise Conflict(
                 f"cannot {action} memory {transition.memory_id}: it is {current.status.value}"
                 f", not {transition.expect.value}"
             )
-        return result
+        return transition.apply_to(memory)
 
     # ------------------------------------------------------------------ writing
 
@@ -170,6 +179,7 @@ class MemoryService:
         """
         new = memory if isinstance(memory, NewMemory) else NewMemory.parse(memory)
         built = self._build(new, ref=ref)
+        self.telemetry.flush()
         self.memories.add(built, [self._event(EventKind.CREATED, built,
                                            citations=len(built.citations))])
         return built
@@ -187,6 +197,7 @@ class MemoryService:
             raise ValidationError(f"repo {new_memory.repo!r} differs from the superseded "
                                   f"memory's {old.repo!r}")
         built = self._build(new_memory, ref=ref, supersedes=old_id)
+        self.telemetry.flush()
         self.memories.supersede(old_id, built, [
             self._event(EventKind.CREATED, built, citations=len(built.citations),
                         supersedes=old_id),
@@ -212,7 +223,7 @@ class MemoryService:
     def refresh(self, memory_id: str) -> Memory:
         """Mark an active memory as still useful (after the agent checked it)."""
         memory = self.memories.get(memory_id)
-        return self._transition(Transition(
+        return self._transition(memory, Transition(
             memory_id, refreshed_at=utcnow(),
             events=(self._event(EventKind.REFRESHED, memory, by="request"),)), "refresh")
 
@@ -221,7 +232,7 @@ class MemoryService:
         if not isinstance(reason, str) or not reason.strip():
             raise ValidationError("an invalidation needs a reason")
         memory = self.memories.get(memory_id)
-        return self._transition(Transition(
+        return self._transition(memory, Transition(
             memory_id, status=Status.INVALID, invalid_reason=reason.strip(),
             events=(self._event(EventKind.INVALIDATED, memory, reason=reason.strip()),)),
             "invalidate")
@@ -229,7 +240,7 @@ class MemoryService:
     def log_applied(self, memory_id: str, **detail: Any) -> Memory:
         """Record that an agent used this memory in a task."""
         memory = self.memories.get(memory_id)
-        return self._transition(Transition(
+        return self._transition(memory, Transition(
             memory_id, add_applications=1,
             events=(self._event(EventKind.APPLIED, memory, **detail),)), "apply")
 
@@ -278,7 +289,9 @@ class MemoryService:
         return chain
 
     def stats(self, repo: str) -> RepoStats:
-        return self.memories.stats(validate_repo(repo))
+        repo = validate_repo(repo)
+        self.telemetry.flush()
+        return self.memories.stats(repo)
 
     # ------------------------------------------------------------------ verifying
 
@@ -362,15 +375,17 @@ class MemoryService:
                 out.append(Verification(memory, tuple(checks), decision, revision, reason))
             else:
                 pending.append((memory, checks, decision, reason, transition))
-        if log_only:
-            self.memories.log(log_only)
+        self.telemetry.add(log_only)
+        self.telemetry.flush()  # outcomes are written now, with anything queued before
         for start in range(0, len(pending), APPLY_BATCH):
             batch = pending[start:start + APPLY_BATCH]
             applied = self.memories.apply([t for *_, t in batch])
-            for (memory, checks, decision, reason, _), result in zip(batch, applied, strict=True):
-                # None: another writer changed the memory meanwhile; report it as it was.
-                out.append(Verification(result or memory, tuple(checks), decision, revision,
-                                        reason))
+            for (memory, checks, decision, reason, transition), done in zip(batch, applied,
+                                                                             strict=True):
+                # Not applied: another writer changed the memory meanwhile; report it as
+                # it was.
+                result = transition.apply_to(memory) if done else memory
+                out.append(Verification(result, tuple(checks), decision, revision, reason))
         return out
 
     def _verification_events(self, memory: Memory, checks: Sequence[CitationCheck],
@@ -475,7 +490,11 @@ class MemoryService:
         )
 
     def close(self) -> None:
-        self.memories.close()
+        try:
+            self.telemetry.flush()
+        finally:
+            self.telemetry.discard()  # what the store would not take goes with it
+            self.memories.close()
         if self._source is not None and hasattr(self._source, "close"):
             self._source.close()
 
@@ -501,7 +520,8 @@ class MemoryService:
             raise ValidationError(f"note is {len(note)} characters long; the limit is 2000")
         memory = self.memories.get(memory_id)
         event = self._event(EventKind.FEEDBACK, memory, outcome=outcome, note=note)
-        self.memories.log([event])
+        self.telemetry.add([event])
+        self.telemetry.flush()  # written now, with anything queued before it
         return event
 
 

@@ -429,40 +429,58 @@ def test_by_path_rejects_a_reversed_range(store: MemoryStore) -> None:
 def test_apply_refresh_updates_fields_counters_and_events(store: MemoryStore) -> None:
     m = mem(minutes=0, verification_count=2)
     store.add(m)
+    refresh = Transition(
+        m.id,
+        refreshed_at=at(60),
+        verified_commit="e" * 40,
+        add_verifications=1,
+        events=(event(EventKind.VERIFIED_VALID, m.id, minutes=60),),
+    )
 
-    [refreshed] = store.apply([
-        Transition(
-            m.id,
-            refreshed_at=at(60),
-            verified_commit="e" * 40,
-            add_verifications=1,
-            events=(event(EventKind.VERIFIED_VALID, m.id, minutes=60),),
-        )
-    ])
-    [applied] = store.apply([Transition(m.id, add_applications=2)])
+    assert store.apply([refresh]) == [True]
+    refreshed = store.get(m.id)
+    assert store.apply([Transition(m.id, add_applications=2)]) == [True]
+    applied = store.get(m.id)
 
-    assert refreshed is not None
     assert refreshed.refreshed_at == at(60)
     assert refreshed.verified_commit == "e" * 40
     assert refreshed.verification_count == 3
     assert refreshed.status is Status.ACTIVE
     assert refreshed.citations == m.citations
-    assert applied is not None
     assert (applied.verification_count, applied.applied_count) == (3, 2)
     assert applied.verified_commit == "e" * 40  # None leaves a field as it is
-    assert store.get(m.id) == applied
     assert [e.kind for e in store.events(memory_id=m.id)] == [EventKind.VERIFIED_VALID]
+
+
+def test_apply_leaves_what_the_transition_says(store: MemoryStore) -> None:
+    # The service computes a batch's results with Transition.apply_to instead of
+    # reading them back: every store must agree with it, field for field.
+    m = mem(citations=(cite("src/old.py", 1, 3),), verification_count=1)
+    store.add(m)
+    before = store.get(m.id)
+    transitions = [
+        Transition(m.id, refreshed_at=at(90), verified_commit="c" * 40, add_verifications=1,
+                   citations=(cite("src/new.py", 4, 6, anchor=False),)),
+        Transition(m.id, add_applications=3),
+        Transition(m.id, status=Status.INVALID, invalid_reason="src/new.py:4-6 changed",
+                   add_verifications=1),
+    ]
+    expected = before
+    for transition in transitions:
+        assert store.apply([transition]) == [True]
+        expected = transition.apply_to(expected)
+        assert store.get(m.id) == expected
 
 
 def test_apply_invalidate_hides_the_memory(store: MemoryStore) -> None:
     m = mem(citations=(cite("src/app.py", 1, 3),), subject="retry policy")
     store.add(m)
 
-    [invalid] = store.apply([
+    assert store.apply([
         Transition(m.id, status=Status.INVALID, invalid_reason="src/app.py:1-3 changed")
-    ])
+    ]) == [True]
 
-    assert invalid is not None
+    invalid = store.get(m.id)
     assert invalid.status is Status.INVALID
     assert invalid.invalid_reason == "src/app.py:1-3 changed"
     assert store.recent(REPO) == []
@@ -476,10 +494,8 @@ def test_apply_replaces_citations(store: MemoryStore) -> None:
     store.add(m)
     moved = (cite("src/new.py", 20, 22), cite("src/keep.py", 7, 8, anchor=False))
 
-    [updated] = store.apply([Transition(m.id, citations=moved)])
+    assert store.apply([Transition(m.id, citations=moved)]) == [True]
 
-    assert updated is not None
-    assert updated.citations == moved
     assert store.get(m.id).citations == moved
     assert store.by_path(REPO, "src/old.py") == []
     assert ids(store.by_path(REPO, "src/new.py")) == [m.id]
@@ -497,9 +513,8 @@ def test_apply_skips_a_transition_whose_memory_moved_on(store: MemoryStore) -> N
         Transition(b.id, add_verifications=1, events=(event(EventKind.REFRESHED, b.id),)),
     ])
 
-    assert results[0] is not None
-    assert results[0].verification_count == 1
-    assert results[1] is None
+    assert results == [True, False]
+    assert store.get(a.id).verification_count == 1
     assert store.get(b.id) == b
     assert len(store.events(memory_id=a.id)) == 1
     assert store.events(memory_id=b.id) == []
@@ -509,14 +524,13 @@ def test_apply_sees_earlier_transitions_of_the_same_batch(store: MemoryStore) ->
     m = mem()
     store.add(m)
 
-    first, second = store.apply([
+    results = store.apply([
         Transition(m.id, status=Status.INVALID, invalid_reason="gone"),
         Transition(m.id, add_verifications=1, events=(event(EventKind.REFRESHED, m.id),)),
     ])
 
-    assert first is not None
-    assert first.status is Status.INVALID
-    assert second is None
+    assert results == [True, False]
+    assert store.get(m.id).status is Status.INVALID
     assert store.get(m.id).verification_count == 0
     assert store.events(memory_id=m.id) == []
 
@@ -525,10 +539,10 @@ def test_apply_can_expect_another_status(store: MemoryStore) -> None:
     m = mem(status=Status.PENDING)
     store.add(m)
 
-    [promoted] = store.apply([Transition(m.id, expect=Status.PENDING, status=Status.ACTIVE)])
+    assert store.apply([
+        Transition(m.id, expect=Status.PENDING, status=Status.ACTIVE)]) == [True]
 
-    assert promoted is not None
-    assert promoted.status is Status.ACTIVE
+    assert store.get(m.id).status is Status.ACTIVE
     assert ids(store.recent(REPO)) == [m.id]
 
 

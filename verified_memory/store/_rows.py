@@ -19,23 +19,23 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 import unicodedata
 from collections.abc import Mapping, Sequence
-from contextlib import suppress
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Protocol
 
 from verified_memory.errors import ValidationError
 from verified_memory.models import (
-    Anchor,
     Citation,
     EventKind,
     Fingerprint,
     Memory,
     Status,
     TelemetryEvent,
+    decode_line_hashes,
+    encode_line_hashes,
 )
 
 __all__ = [
@@ -120,9 +120,10 @@ class Row(Protocol):
 
 def time_to_text(value: datetime) -> str:
     """Fixed-width UTC ISO-8601 with microseconds, so text order is time order."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat(timespec="microseconds")
+    if value.tzinfo is not UTC:  # what utcnow() gives needs no conversion
+        value = (value.replace(tzinfo=UTC) if value.tzinfo is None
+                 else value.astimezone(UTC))
+    return value.isoformat(timespec="microseconds")
 
 
 def time_from_text(text: str) -> datetime:
@@ -134,25 +135,18 @@ def time_from_text(text: str) -> datetime:
     return value.astimezone(UTC)
 
 
-def line_hashes_to_text(hashes: Sequence[int]) -> str:
-    return " ".join(f"{h:016x}" for h in hashes)
+line_hashes_to_text = encode_line_hashes
+line_hashes_from_text = decode_line_hashes
 
 
-def line_hashes_from_text(text: str | None) -> tuple[int, ...]:
-    if not text:
-        return ()
-    count, extra = divmod(len(text) + 1, 17)
-    if not extra and text[16::17] == " " * (count - 1):
-        # The spelling we write (16 digits, single spaces): decode all at once in C.
-        with suppress(ValueError):
-            return struct.unpack(f">{count}Q", bytes.fromhex(text))
-    return tuple(int(w, 16) for w in text.split())
+# One encoder for every write: ``json.dumps`` with options builds a new one per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def dump_json(value: Any, where: str) -> str:
     """Strict JSON text; a value that is not JSON is a ``ValidationError`` naming ``where``."""
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"{where} must be JSON-serialisable: {exc}") from exc
 
@@ -245,11 +239,8 @@ def citation_from_values(values: Sequence[Any]) -> Citation:
         line_end=int(line_end),
         sha=sha,
         blob_sha=blob_sha,
-        fingerprint=Fingerprint(
-            snippet_hash=snippet_hash,
-            line_hashes=line_hashes_from_text(hashes),
-            anchor=Anchor.from_dict(_json_object(anchor)) if anchor else None,
-        ),
+        # Decoded on first use: a listing or a check of an unchanged file needs neither.
+        fingerprint=Fingerprint.stored(snippet_hash, hashes, anchor),
     )
 
 
@@ -299,10 +290,12 @@ def normalize_memory(memory: Memory) -> Memory:
 
 def event_values(event: TelemetryEvent) -> tuple[Any, ...]:
     """The ``agent_memory_telemetry`` row of an event (no id), in ``EVENT_COLUMNS`` order."""
-    try:
-        kind = EventKind(event.kind)
-    except ValueError as exc:
-        raise ValidationError(f"unknown telemetry event kind {event.kind!r}") from exc
+    kind = event.kind
+    if kind.__class__ is not EventKind:
+        try:
+            kind = EventKind(kind)
+        except ValueError as exc:
+            raise ValidationError(f"unknown telemetry event kind {event.kind!r}") from exc
     return (
         kind.value,
         event.repo,
@@ -398,8 +391,14 @@ def _time(value: Any) -> datetime:
 
 def _tags(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):  # JSON text (SQLite)
-        return () if value == "[]" else tuple(json.loads(value))
+        return _tags_from_json(value)
     return tuple(value or ())  # an array column (Postgres)
+
+
+@lru_cache(maxsize=4096)
+def _tags_from_json(text: str) -> tuple[str, ...]:
+    # Teams reuse a handful of tag sets: decode each spelling once (tuples are immutable).
+    return () if text == "[]" else tuple(json.loads(text))
 
 
 def _json_object(value: Any) -> dict[str, Any]:

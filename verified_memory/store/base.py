@@ -38,10 +38,13 @@ class MemoryStore(Protocol):
         not active.
         """
 
-    def apply(self, transitions: Sequence[Transition]) -> list[Memory | None]:
-        """Apply transitions in one transaction; ``None`` marks one that was skipped
-        because its memory was no longer in the expected status. Raises ``NotFound``
-        (and writes nothing) if a memory does not exist."""
+    def apply(self, transitions: Sequence[Transition]) -> list[bool]:
+        """Apply transitions in one transaction: True for each one applied, False for
+        one skipped because its memory was no longer in the expected status. Raises
+        ``NotFound`` (and writes nothing) if a memory does not exist.
+
+        What an applied transition leaves is ``Transition.apply_to(memory)``; stores
+        do not read the memories back (a verification pass applies thousands)."""
 
     def get(self, memory_id: str) -> Memory:
         """The memory with this id; ``NotFound`` otherwise."""

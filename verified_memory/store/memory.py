@@ -93,7 +93,7 @@ class InMemoryStore:
             )
             self._append(events)
 
-    def apply(self, transitions: Sequence[Transition]) -> list[Memory | None]:
+    def apply(self, transitions: Sequence[Transition]) -> list[bool]:
         for t in transitions:
             if t.citations is not None:
                 validate_citations(t.citations, f"transition of memory {t.memory_id}")
@@ -104,35 +104,18 @@ class InMemoryStore:
             # Stage every change, then publish them together: all or nothing.
             staged: dict[str, Memory] = {}
             events: list[TelemetryEvent] = []
-            results: list[Memory | None] = []
+            results: list[bool] = []
             for t in transitions:
                 current = staged.get(t.memory_id) or self._memories.get(t.memory_id)
                 if current is None:
                     raise NotFound(f"memory {t.memory_id} not found")
                 if current.status != t.expect:
-                    results.append(None)  # lost a race: skip it and its events
+                    results.append(False)  # lost a race: skip it and its events
                     continue
-                updated = normalize_memory(
-                    replace(
-                        current,
-                        status=t.status if t.status is not None else current.status,
-                        invalid_reason=t.invalid_reason
-                        if t.invalid_reason is not None
-                        else current.invalid_reason,
-                        refreshed_at=t.refreshed_at
-                        if t.refreshed_at is not None
-                        else current.refreshed_at,
-                        verified_commit=t.verified_commit
-                        if t.verified_commit is not None
-                        else current.verified_commit,
-                        citations=t.citations if t.citations is not None else current.citations,
-                        verification_count=current.verification_count + t.add_verifications,
-                        applied_count=current.applied_count + t.add_applications,
-                    )
-                )
+                updated = normalize_memory(t.apply_to(current))
                 staged[t.memory_id] = updated
                 events.extend(t.events)
-                results.append(updated)
+                results.append(True)
             self._memories.update(staged)
             self._append(events)
             return results

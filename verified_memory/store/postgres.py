@@ -73,6 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PostgresStore",
+    "applied_flags",
     "event_payload",
     "memory_from_json",
     "memory_payload",
@@ -153,6 +154,12 @@ def memory_from_json(row: Mapping[str, Any]) -> Memory:
     if isinstance(citations, str):
         citations = json.loads(citations)
     return memory_from_row(row, [Citation.from_dict(c) for c in citations or ()])
+
+
+def applied_flags(results: Sequence[Any]) -> list[bool]:
+    """``agent_memory_apply``'s answer as flags: booleans since 005_apply_flags.sql; a
+    database still on 002 answers the memory (applied) or null (skipped)."""
+    return [r is not None and r is not False for r in results]
 
 
 def stats_from_json(repo: str, data: Mapping[str, Any] | None) -> RepoStats:
@@ -282,7 +289,7 @@ class PostgresStore(ClosingStore):
             ),
         )
 
-    def apply(self, transitions: Sequence[Transition]) -> list[Memory | None]:
+    def apply(self, transitions: Sequence[Transition]) -> list[bool]:
         payload = [transition_payload(t) for t in transitions]
         if not payload:
             return []
@@ -293,7 +300,7 @@ class PostgresStore(ClosingStore):
             return list(row["results"]) if row else []
 
         results = self._run("applying transitions", call)
-        return [memory_from_json(r) if r is not None else None for r in results]
+        return applied_flags(results)
 
     def log(self, events: Sequence[TelemetryEvent]) -> None:
         rows = events_payload(events)

@@ -203,6 +203,17 @@ _SELECT_CITATIONS = (
     f"SELECT {', '.join(CITATION_COLUMNS)} FROM agent_memory_citation "
     "WHERE memory_id IN (SELECT value FROM json_each(?)) ORDER BY memory_id, position"
 )
+_APPLY = """
+    UPDATE agent_memory SET
+        status = coalesce(?, status),
+        invalid_reason = coalesce(?, invalid_reason),
+        refreshed_at = coalesce(?, refreshed_at),
+        verified_commit = coalesce(?, verified_commit),
+        verification_count = verification_count + ?,
+        applied_count = applied_count + ?
+    WHERE id = ? AND status = ?
+    RETURNING repo
+"""
 # Column weights for bm25: a word in the subject says more than one in a long fact.
 _BM25 = "bm25(agent_memory_fts, 4.0, 1.0, 2.0)"
 
@@ -269,50 +280,30 @@ class SQLiteStore(ClosingStore):
             )
             conn.executemany(_INSERT_EVENT, event_rows)
 
-    def apply(self, transitions: Sequence[Transition]) -> list[Memory | None]:
+    def apply(self, transitions: Sequence[Transition]) -> list[bool]:
         prepared = [_prepare(t) for t in transitions]
-        results: list[str | None] = []
+        results: list[bool] = []
         if not prepared:
-            return []
+            return results
+        event_rows: list[tuple[Any, ...]] = []
         with self._write("applying transitions") as conn:
-            for transition, citations, event_rows in prepared:
-                found = conn.execute(
-                    "SELECT status, repo FROM agent_memory WHERE id = ?", (transition.memory_id,)
-                ).fetchone()
-                if found is None:
-                    raise NotFound(f"memory {transition.memory_id} not found")
-                status, repo = found
-                if status != transition.expect.value:
-                    results.append(None)  # lost a race: skip it and its events
+            for transition, citations, events in prepared:
+                # The status check and the update are one statement: no read per memory.
+                updated = conn.execute(_APPLY, (*_apply_values(transition),)).fetchall()
+                if not updated:
+                    exists = conn.execute(
+                        "SELECT 1 FROM agent_memory WHERE id = ?", (transition.memory_id,)
+                    ).fetchone()
+                    if exists is None:
+                        raise NotFound(f"memory {transition.memory_id} not found")
+                    results.append(False)  # lost a race: skip it and its events
                     continue
-                conn.execute(
-                    """
-                    UPDATE agent_memory SET
-                        status = coalesce(?, status),
-                        invalid_reason = coalesce(?, invalid_reason),
-                        refreshed_at = coalesce(?, refreshed_at),
-                        verified_commit = coalesce(?, verified_commit),
-                        verification_count = verification_count + ?,
-                        applied_count = applied_count + ?
-                    WHERE id = ?
-                    """,
-                    (
-                        transition.status.value if transition.status is not None else None,
-                        transition.invalid_reason,
-                        time_to_text(transition.refreshed_at)
-                        if transition.refreshed_at is not None
-                        else None,
-                        transition.verified_commit,
-                        transition.add_verifications,
-                        transition.add_applications,
-                        transition.memory_id,
-                    ),
-                )
                 if citations is not None:
                     conn.execute(
                         "DELETE FROM agent_memory_citation WHERE memory_id = ?",
                         (transition.memory_id,),
                     )
+                    repo = updated[0][0]
                     conn.executemany(
                         _INSERT_CITATION,
                         [
@@ -320,12 +311,10 @@ class SQLiteStore(ClosingStore):
                             for i, c in enumerate(citations)
                         ],
                     )
-                conn.executemany(_INSERT_EVENT, event_rows)
-                results.append(transition.memory_id)
-            # One read for the whole batch: a verification pass applies thousands.
-            applied = [r for r in results if r is not None]
-            fresh = {m.id: m for m in self._select_many(conn, applied)} if applied else {}
-        return [fresh[r] if r is not None else None for r in results]
+                event_rows.extend(events)
+                results.append(True)
+            conn.executemany(_INSERT_EVENT, event_rows)
+        return results
 
     def log(self, events: Sequence[TelemetryEvent]) -> None:
         rows = [event_values(e) for e in events]
@@ -605,6 +594,20 @@ def _prepare(
             f"transition of memory {transition.memory_id}: counters only grow"
         )
     return transition, transition.citations, [event_values(e) for e in transition.events]
+
+
+def _apply_values(transition: Transition) -> tuple[Any, ...]:
+    """The parameters of ``_APPLY``: ``None`` leaves a column as it is."""
+    return (
+        transition.status.value if transition.status is not None else None,
+        transition.invalid_reason,
+        time_to_text(transition.refreshed_at) if transition.refreshed_at is not None else None,
+        transition.verified_commit,
+        transition.add_verifications,
+        transition.add_applications,
+        transition.memory_id,
+        transition.expect.value,
+    )
 
 
 def _sql_limit(limit: int | None) -> int:

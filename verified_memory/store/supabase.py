@@ -47,6 +47,7 @@ from verified_memory.store._rows import (
 )
 from verified_memory.store.base import ClosingStore
 from verified_memory.store.postgres import (
+    applied_flags,
     events_payload,
     memory_from_json,
     memory_payload,
@@ -159,7 +160,7 @@ class SupabaseStore(ClosingStore):
         }
         self._rpc("superseding a memory", "agent_memory_supersede", params)
 
-    def apply(self, transitions: Sequence[Transition]) -> list[Memory | None]:
+    def apply(self, transitions: Sequence[Transition]) -> list[bool]:
         payload = [transition_payload(t) for t in transitions]
         if not payload:
             return []
@@ -169,7 +170,7 @@ class SupabaseStore(ClosingStore):
                 f"agent_memory_apply answered {type(data).__name__} for {len(payload)} "
                 "transitions; is the database migrated?"
             )
-        return [memory_from_json(r) if r is not None else None for r in data]
+        return applied_flags(data)
 
     def log(self, events: Sequence[TelemetryEvent]) -> None:
         rows = events_payload(events)

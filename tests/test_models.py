@@ -1,0 +1,109 @@
+"""Model behaviour that stores and the verifier rely on."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import FrozenInstanceError
+from datetime import UTC, datetime
+
+import pytest
+
+from verified_memory.errors import ValidationError
+from verified_memory.models import (
+    Anchor,
+    Citation,
+    Fingerprint,
+    Location,
+    Memory,
+    Status,
+    Transition,
+    decode_line_hashes,
+    encode_line_hashes,
+)
+
+ANCHOR = Anchor("function_definition", "Session.request", "00000000000000ff", 2, "python")
+ANCHOR_JSON = ('{"kind":"function_definition","name":"Session.request",'
+               '"text_hash":"00000000000000ff","offset":2,"language":"python"}')
+HASHES = (2**64 - 1, 0, 42)
+
+
+def test_a_stored_fingerprint_equals_the_one_it_was_written_from() -> None:
+    stored = Fingerprint.stored("abc", encode_line_hashes(HASHES), ANCHOR_JSON)
+    built = Fingerprint("abc", HASHES, ANCHOR)
+
+    assert stored == built
+    assert hash(stored) == hash(built)
+    assert stored.line_hashes == HASHES
+    assert stored.anchor == ANCHOR
+    assert repr(stored) == repr(built)
+
+
+def test_a_stored_fingerprint_without_hashes_or_anchor() -> None:
+    stored = Fingerprint.stored("abc", "", None)
+
+    assert stored.line_hashes == ()
+    assert stored.anchor is None
+    assert stored == Fingerprint("abc")
+
+
+def test_fingerprints_differ_by_any_part() -> None:
+    base = Fingerprint("abc", HASHES, ANCHOR)
+
+    assert base != Fingerprint("abd", HASHES, ANCHOR)
+    assert base != Fingerprint("abc", HASHES[:2], ANCHOR)
+    assert base != Fingerprint("abc", HASHES, None)
+    assert base != "abc"
+
+
+@pytest.mark.parametrize(
+    ("hashes", "anchor", "what"),
+    [
+        ("zz", None, "line hashes"),
+        ("", "{not json", "anchor"),
+        ("", '["a list"]', "anchor"),
+        ("", '{"kind": "x"}', "anchor"),
+    ],
+)
+def test_a_malformed_stored_fingerprint_is_a_clear_error_on_use(
+    hashes: str, anchor: str | None, what: str
+) -> None:
+    stored = Fingerprint.stored("abc", hashes, anchor)
+
+    with pytest.raises(ValidationError, match=what):
+        _ = stored.line_hashes if what == "line hashes" else stored.anchor
+
+
+def test_line_hashes_decode_other_spellings() -> None:
+    assert decode_line_hashes("ff  1") == (255, 1)
+    assert decode_line_hashes(encode_line_hashes(HASHES)) == HASHES
+
+
+def test_a_fingerprint_is_immutable_and_pickles() -> None:
+    stored = Fingerprint.stored("abc", encode_line_hashes(HASHES), ANCHOR_JSON)
+
+    with pytest.raises(FrozenInstanceError):
+        stored.snippet_hash = "x"  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        del stored.snippet_hash
+    assert pickle.loads(pickle.dumps(stored)) == stored
+
+
+def test_a_transition_changes_only_what_it_names() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    citation = Citation("a.py", 1, 2, "c" * 40, "b" * 40, Fingerprint("abc", HASHES))
+    memory = Memory(id="m", repo="o/r", subject="s", fact="f", citations=(citation,),
+                    created_at=t0, refreshed_at=t0, verification_count=2, applied_count=1,
+                    verified_commit="c" * 40)
+    moved = citation.moved_to(Location("b.py", 5, 6), sha=None, blob_sha=None)
+
+    assert Transition("m").apply_to(memory) == memory
+    refreshed = Transition("m", refreshed_at=datetime(2026, 2, 1, tzinfo=UTC),
+                           citations=(moved,), add_verifications=1,
+                           add_applications=2).apply_to(memory)
+    assert refreshed.citations == (moved,)
+    assert (refreshed.verification_count, refreshed.applied_count) == (3, 3)
+    assert refreshed.verified_commit == "c" * 40
+    assert refreshed.status is Status.ACTIVE
+    invalid = Transition("m", status=Status.INVALID, invalid_reason="gone").apply_to(memory)
+    assert (invalid.status, invalid.invalid_reason) == (Status.INVALID, "gone")
+    assert invalid.refreshed_at == t0

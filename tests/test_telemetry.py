@@ -1,0 +1,163 @@
+"""Retrieval telemetry written behind the reads: when it is written, and that none is lost."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.contract.test_store import REPO, mem
+from verified_memory import EventKind, MemoryService, StoreError
+from verified_memory.models import TelemetryEvent
+from verified_memory.store.sqlite import SQLiteStore
+from verified_memory.telemetry import TelemetryBuffer
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "mem.db"
+    with SQLiteStore(path) as store:
+        for minutes in range(3):
+            store.add(mem(minutes=minutes))
+    return path
+
+
+@pytest.fixture
+def service(db: Path) -> Iterator[MemoryService]:
+    with MemoryService(SQLiteStore(db)) as svc:
+        yield svc
+
+
+def retrieved(db: Path) -> int:
+    """Retrieved events as another process would see them: through a new connection."""
+    with SQLiteStore(db) as store:
+        return len(store.events(kinds=[EventKind.RETRIEVED], limit=None))
+
+
+def test_a_read_queues_its_events_instead_of_writing_them(service: MemoryService,
+                                                          db: Path) -> None:
+    service.get_recent(REPO)
+
+    assert len(service.telemetry) == 3
+    assert retrieved(db) == 0
+
+
+def test_close_writes_what_is_queued(db: Path) -> None:
+    service = MemoryService(SQLiteStore(db))
+    service.get_recent(REPO)
+    service.close()
+
+    assert retrieved(db) == 3
+
+
+def test_the_next_write_comes_after_the_reads_before_it(service: MemoryService) -> None:
+    [newest, *_] = service.get_recent(REPO)
+    service.log_applied(newest.id)
+
+    events = service.memories.events(memory_id=newest.id)
+    assert [e.kind for e in events] == [EventKind.RETRIEVED, EventKind.APPLIED]
+    assert len(service.telemetry) == 0
+
+
+def test_stats_count_the_queued_events(service: MemoryService) -> None:
+    service.get_recent(REPO)
+    service.search_by_path(REPO, "src/app.py")
+
+    assert service.stats(REPO).events[EventKind.RETRIEVED.value] == 6
+
+
+def test_a_full_buffer_is_written_at_once(db: Path) -> None:
+    with SQLiteStore(db) as store:
+        buffer = TelemetryBuffer(store, max_events=5, max_age=60)
+        service = MemoryService(store)
+        service.telemetry = buffer
+        service.get_recent(REPO)
+        assert retrieved(db) == 0
+        service.get_recent(REPO)
+        assert retrieved(db) == 6
+        assert len(buffer) == 0
+
+
+def test_queued_events_are_written_within_max_age(db: Path) -> None:
+    with SQLiteStore(db) as store:
+        buffer = TelemetryBuffer(store, max_age=0.05)
+        buffer.add([mem_event(store)])
+        deadline = time.monotonic() + 10
+        while retrieved(db) == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert retrieved(db) == 1
+        assert len(buffer) == 0
+
+
+def test_a_process_that_forgets_to_close_still_writes_them(db: Path) -> None:
+    # The timer thread is not a daemon: the interpreter waits for it at exit.
+    script = (
+        "import sys\n"
+        "from verified_memory import MemoryService\n"
+        "from verified_memory.store.sqlite import SQLiteStore\n"
+        "MemoryService(SQLiteStore(sys.argv[1])).get_recent(sys.argv[2])\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(db), REPO], check=True, timeout=60)
+
+    assert retrieved(db) == 3
+
+
+def test_a_locked_store_keeps_the_events_for_the_next_flush(db: Path) -> None:
+    with SQLiteStore(db, timeout=0.05) as store:
+        buffer = TelemetryBuffer(store, max_age=60)
+        buffer.add([mem_event(store), mem_event(store)])
+        blocker = sqlite3.connect(db, isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            with pytest.raises(StoreError, match="locked"):
+                buffer.flush()
+            assert len(buffer) == 2
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        buffer.flush()
+        assert retrieved(db) == 2
+
+
+def test_a_failed_background_write_is_logged_and_kept(db: Path,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    with SQLiteStore(db, timeout=0.05) as store:
+        buffer = TelemetryBuffer(store, max_age=0.01)
+        blocker = sqlite3.connect(db, isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            with caplog.at_level(logging.WARNING, logger="verified_memory.telemetry"):
+                buffer.add([mem_event(store)])
+                deadline = time.monotonic() + 10
+                while "could not write" not in caplog.text and time.monotonic() < deadline:
+                    time.sleep(0.02)
+            assert "could not write 1 events yet" in caplog.text
+            assert len(buffer) == 1
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        buffer.flush()
+        assert retrieved(db) == 1
+
+
+def test_a_closed_store_does_not_stop_the_service_closing(db: Path) -> None:
+    store = SQLiteStore(db)
+    service = MemoryService(store)
+    service.get_recent(REPO)
+    store.close()
+
+    with pytest.raises(StoreError, match="closed"):
+        service.close()
+    assert len(service.telemetry) == 0
+
+
+def mem_event(store: SQLiteStore) -> TelemetryEvent:
+    [memory, *_] = store.recent(REPO)
+    return TelemetryEvent(kind=EventKind.RETRIEVED, repo=REPO, memory_id=memory.id,
+                          actor="test", detail={"via": "test"})

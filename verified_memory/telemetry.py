@@ -1,0 +1,103 @@
+"""Telemetry written behind the reads that cause it.
+
+Every read of memories leaves a ``retrieved`` event per memory: fifty rows for one
+``get_recent(50)``. Writing them inside the read made the read cost twice what the
+query did (a transaction, two index updates a row; a round trip on Postgres). So the
+service hands them to a ``TelemetryBuffer``, which writes them in one batch:
+
+- before the service's next write (so telemetry stays in the order things happened),
+  and before it reads telemetry back (``stats``);
+- when 1,000 events are waiting, or a second after the first one arrived (a timer
+  thread; it is not a daemon, so a process that ends normally still writes them);
+- when the service closes.
+
+A process killed outright loses at most that second of ``retrieved`` events; events
+that record a change to a memory are never buffered: they are written in the same
+transaction as the change.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+from verified_memory.errors import VerifiedMemoryError
+from verified_memory.models import TelemetryEvent
+from verified_memory.store.base import MemoryStore
+
+__all__ = ["TelemetryBuffer"]
+
+log = logging.getLogger(__name__)
+
+#: Events kept for a retry when the store cannot take them; beyond it the oldest go.
+MAX_KEPT = 10_000
+
+
+class TelemetryBuffer:
+    def __init__(self, store: MemoryStore, *, max_events: int = 1000,
+                 max_age: float = 1.0) -> None:
+        self._store = store
+        self.max_events = max_events
+        self.max_age = max_age
+        self._pending: list[TelemetryEvent] = []
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def add(self, events: Sequence[TelemetryEvent]) -> None:
+        """Queue events; they are written within ``max_age`` seconds."""
+        if not events:
+            return
+        with self._lock:
+            self._pending.extend(events)
+            full = len(self._pending) >= self.max_events
+            if not full and self._timer is None:
+                self._timer = threading.Timer(self.max_age, self._flush_on_timer)
+                self._timer.name = "vmem-telemetry"
+                self._timer.start()
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every queued event now. On a store error the events are kept (for
+        the next flush) and the error is raised."""
+        with self._lock:
+            batch, self._pending = self._pending, []
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        if not batch:
+            return
+        try:
+            self._store.log(batch)
+        except BaseException:
+            with self._lock:
+                self._pending[:0] = batch
+                dropped = len(self._pending) - MAX_KEPT
+                if dropped > 0:
+                    del self._pending[:dropped]
+                    log.warning("telemetry: dropped %d events the store could not take",
+                                dropped)
+            raise
+
+    def discard(self) -> int:
+        """Forget queued events (the store is gone); returns how many."""
+        with self._lock:
+            count = len(self._pending)
+            self._pending.clear()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        return count
+
+    def _flush_on_timer(self) -> None:
+        with self._lock:
+            self._timer = None
+        try:
+            self.flush()
+        except VerifiedMemoryError as exc:
+            # Nobody to tell but the log: a read already returned. Kept for next time.
+            log.warning("telemetry: could not write %d events yet: %s", len(self), exc)
