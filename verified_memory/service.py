@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from verified_memory.errors import Conflict, NotFound, SourceUnavailable, ValidationError
@@ -323,10 +323,11 @@ class MemoryService:
         by_repo: dict[str, list[Memory]] = {}
         for memory in memories:
             by_repo.setdefault(memory.repo, []).append(memory)
-        results: dict[str, Verification] = {}
+        decided: list[tuple[Verification, Transition | None, TelemetryEvent]] = []
         revisions: dict[str, str] = {}
         requests = 0
         done = 0
+        now = utcnow()
         verifiers: dict[int, Verifier] = {}  # one per source: files are read once per run
         for repo_name, group in by_repo.items():
             source = self.source_for(repo_name)
@@ -345,9 +346,12 @@ class MemoryService:
                     on_progress(done, len(memories))
             spent = int(getattr(source, "requests", 0)) - before
             requests += spent
-            for verification in self._decide_all(checked, revision, source.pins_commits,
-                                                 apply=apply, requests=spent):
-                results[verification.memory.id] = verification
+            decided += [self._decide(memory, checks, revision, source.pins_commits, now,
+                                     apply=apply, requests=spent)
+                        for memory, checks in checked]
+        # Written after every repository was checked: one transaction per batch, not
+        # one per repository (a pass over a team's store spans many).
+        results = {v.memory.id: v for v in self._carry_out(decided)}
         return VerificationReport(
             verifications=tuple(results[m.id] for m in memories if m.id in results),
             revisions=revisions,
@@ -355,37 +359,38 @@ class MemoryService:
             requests=requests,
         )
 
-    def _decide_all(self, checked: Sequence[tuple[Memory, list[CitationCheck]]],
-                    revision: str, pins: bool, *, apply: bool,
-                    requests: int = 0) -> list[Verification]:
-        now = utcnow()
-        out: list[Verification] = []
-        pending: list[tuple[Memory, list[CitationCheck], Decision, str | None, Transition]] = []
-        log_only: list[TelemetryEvent] = []
-        for memory, checks in checked:
-            decision, reason = decide(checks)
-            events = self._verification_events(memory, checks, decision, reason, revision,
-                                               requests)
-            transition = None
-            if apply and memory.status is Status.ACTIVE and decision is not Decision.UNVERIFIED:
-                transition = self._verification_transition(
-                    memory, checks, decision, reason, revision, pins, now, events)
-            if transition is None:
-                log_only.extend(events[:1])  # the outcome only: nothing was changed
-                out.append(Verification(memory, tuple(checks), decision, revision, reason))
-            else:
-                pending.append((memory, checks, decision, reason, transition))
-        self.telemetry.add(log_only)
-        self.telemetry.flush()  # outcomes are written now, with anything queued before
+    def _decide(self, memory: Memory, checks: list[CitationCheck], revision: str, pins: bool,
+                now: Any, *, apply: bool, requests: int,
+                ) -> tuple[Verification, Transition | None, TelemetryEvent]:
+        """The verdict on one memory, the change it calls for (None: nothing to
+        change, or ``apply`` is off), and the event that records the outcome."""
+        decision, reason = decide(checks)
+        events = self._verification_events(memory, checks, decision, reason, revision,
+                                           requests)
+        verification = Verification(memory, tuple(checks), decision, revision, reason)
+        transition = None
+        if apply and memory.status is Status.ACTIVE and decision is not Decision.UNVERIFIED:
+            transition = self._verification_transition(
+                memory, checks, decision, reason, revision, pins, now, events)
+        return verification, transition, events[0]
+
+    def _carry_out(self, decided: Sequence[tuple[Verification, Transition | None,
+                                                  TelemetryEvent]]) -> list[Verification]:
+        out = [v for v, transition, _ in decided if transition is None]
+        pending = [(v, transition) for v, transition, _ in decided if transition is not None]
+        # Nothing to change: the outcome alone is recorded, now, after anything queued.
+        self.telemetry.add([outcome for _, transition, outcome in decided if transition is None])
+        self.telemetry.flush()
         for start in range(0, len(pending), APPLY_BATCH):
             batch = pending[start:start + APPLY_BATCH]
-            applied = self.memories.apply([t for *_, t in batch])
-            for (memory, checks, decision, reason, transition), done in zip(batch, applied,
-                                                                             strict=True):
+            applied = self.memories.apply([t for _, t in batch])
+            for (verification, transition), done in zip(batch, applied, strict=True):
                 # Not applied: another writer changed the memory meanwhile; report it as
                 # it was.
-                result = transition.apply_to(memory) if done else memory
-                out.append(Verification(result, tuple(checks), decision, revision, reason))
+                if done:
+                    verification = replace(verification,
+                                           memory=transition.apply_to(verification.memory))
+                out.append(verification)
         return out
 
     def _verification_events(self, memory: Memory, checks: Sequence[CitationCheck],

@@ -8,8 +8,8 @@ service hands them to a ``TelemetryBuffer``, which writes them in one batch:
 - before the service's next write (so telemetry stays in the order things happened),
   and before it reads telemetry back (``stats``);
 - when 1,000 events are waiting, or a second after the first one arrived (a timer
-  thread; it is not a daemon, so a process that ends normally still writes them);
-- when the service closes.
+  thread);
+- when the service closes, and at interpreter exit for a service nobody closed.
 
 A process killed outright loses at most that second of ``retrieved`` events; events
 that record a change to a memory are never buffered: they are written in the same
@@ -18,8 +18,10 @@ transaction as the change.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+import weakref
 from collections.abc import Sequence
 
 from verified_memory.errors import VerifiedMemoryError
@@ -34,6 +36,20 @@ log = logging.getLogger(__name__)
 MAX_KEPT = 10_000
 
 
+#: Buffers still alive, flushed by one exit hook (weak: a buffer must not outlive its
+#: service because of the hook).
+_LIVE: weakref.WeakSet[TelemetryBuffer] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_all_at_exit() -> None:
+    for buffer in list(_LIVE):
+        try:
+            buffer.flush()
+        except VerifiedMemoryError as exc:
+            log.warning("telemetry: %d events lost at exit: %s", len(buffer), exc)
+
+
 class TelemetryBuffer:
     def __init__(self, store: MemoryStore, *, max_events: int = 1000,
                  max_age: float = 1.0) -> None:
@@ -43,6 +59,7 @@ class TelemetryBuffer:
         self._pending: list[TelemetryEvent] = []
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        _LIVE.add(self)
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -57,6 +74,7 @@ class TelemetryBuffer:
             if not full and self._timer is None:
                 self._timer = threading.Timer(self.max_age, self._flush_on_timer)
                 self._timer.name = "vmem-telemetry"
+                self._timer.daemon = True  # never holds a process up: the exit hook writes
                 self._timer.start()
         if full:
             self.flush()
