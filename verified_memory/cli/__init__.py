@@ -19,6 +19,7 @@ import click
 
 from verified_memory.cli.db import db
 from verified_memory.cli.render import Output
+from verified_memory.cli.review import review
 from verified_memory.errors import SourceUnavailable, ValidationError, VerifiedMemoryError
 from verified_memory.models import CitationRef, Decision, NewMemory, parse_citation
 from verified_memory.service import MemoryService
@@ -133,6 +134,7 @@ def cli(ctx: click.Context, db: str | None, directory: Path) -> None:
 
 pass_env = click.make_pass_decorator(Env)
 cli.add_command(db)
+cli.add_command(review)
 
 
 def _memory_input(input_file: str | None, repo: str | None, env: Env,

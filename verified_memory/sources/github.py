@@ -358,6 +358,21 @@ class GitHubSource(ClosingSource):
             self._github.close()
         self._closed = True
 
+    # ------------------------------------------------------------------ sharing
+
+    @property
+    def github(self) -> Github:
+        """The PyGithub client (built with ``retry=None``, no pacing): for callers that
+        need more of the API than reading code, such as the review bot, so that one
+        client, one connection pool and one set of credentials serve both."""
+        return self._github
+
+    @property
+    def http(self) -> GitHubHttp:
+        """Retried, counted GETs against this API host; reads made through it show up
+        in ``requests`` like the source's own."""
+        return self._http
+
     # ------------------------------------------------------------------ counters
 
     @property

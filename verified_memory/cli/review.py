@@ -1,0 +1,201 @@
+"""``vmem review``: the conventions a change touches, verified at its head.
+
+Two ways in: a local repository (``--base`` and ``--head``, diffed from their merge base
+as GitHub diffs a pull request), or a GitHub pull request (``--pr N``). The review never
+changes a memory unless ``--apply`` is given, and ``--apply`` on a pull request is refused
+until it has merged.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from verified_memory.errors import ValidationError, VerifiedMemoryError
+
+if TYPE_CHECKING:
+    from verified_memory.cli import Env
+    from verified_memory.review import ReviewReport
+    from verified_memory.review_github import Posted
+    from verified_memory.sources.local_git import LocalGitSource
+
+__all__ = ["review"]
+
+#: Tried in order when no --base is given.
+DEFAULT_BASES = ("origin/HEAD", "main", "master")
+
+
+@click.command("review")
+@click.option("--base", metavar="REF",
+              help="Local: the branch the change goes into [default: origin/HEAD, else main, "
+                   "else master]. The change is diffed from the merge base, as on GitHub.")
+@click.option("--head", metavar="REF", help="Local: the change's last commit [default: HEAD].")
+@click.option("--pr", "number", type=click.IntRange(min=1), metavar="N",
+              help="Review GitHub pull request N of --repo instead (GITHUB_TOKEN for private "
+                   "repositories and for --post).")
+@click.option("--repo", metavar="OWNER/NAME",
+              help="Repository (default: the origin remote of the working copy).")
+@click.option("--post", is_flag=True,
+              help="With --pr: post the findings as one pull request review, updated in place "
+                   "on the next run; nothing is posted when there are none.")
+@click.option("--apply", is_flag=True,
+              help="After the merge: refresh, relocate or invalidate the memories for real "
+                   "(without it only telemetry is written). Refused for an unmerged --pr.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+@click.pass_context
+def review(ctx: click.Context, base: str | None, head: str | None, number: int | None,
+           repo: str | None, post: bool, apply: bool, as_json: bool) -> None:
+    """Remind a change's author of the conventions it touches: find the memories whose
+    citations overlap the changed lines, verify them at the head, and report each as
+    holding (a reminder), broken, deleted or unverifiable, with links to the cited code.
+
+    \b
+    vmem review --base main --head HEAD
+    vmem review --repo acme/app --pr 412 --post      # in CI, GITHUB_TOKEN set
+    vmem review --base OLD_SHA --head main --apply   # after the merge
+    """
+    from verified_memory.cli.render import Output
+
+    env: Env = ctx.find_root().obj
+    env.out = Output(as_json)
+    posted: Posted | None = None
+    failure: VerifiedMemoryError | None = None
+    if number is None:
+        if post:
+            raise click.UsageError("--post needs --pr N: only a GitHub pull request takes a "
+                                   "review")
+        report = _review_local(env, base, head, repo, apply)
+    else:
+        if base or head:
+            raise click.UsageError("--pr takes its base and head from the pull request: "
+                                   "drop --base and --head")
+        report, posted, failure = _review_pull(env, number, repo, post, apply)
+    _print(env, report, posted)
+    if failure is not None:
+        raise failure
+
+
+def _service(env: Env, source: Any) -> Any:
+    from verified_memory.config import Settings
+    from verified_memory.service import MemoryService
+    from verified_memory.store import open_store
+
+    settings = Settings.from_env()
+    return MemoryService(open_store(env.db, settings), source, actor=settings.actor)
+
+
+def _review_local(env: Env, base: str | None, head: str | None, repo: str | None,
+                  apply: bool) -> ReviewReport:
+    from verified_memory.cli import _progress
+    from verified_memory.review import Links
+    from verified_memory.review import review as run_review
+    from verified_memory.review_git import local_diff, remote_web_url
+    from verified_memory.sources.local_git import LocalGitSource
+
+    wc = env.working_copy
+    if wc is None:
+        raise ValidationError(f"{env.directory} is not inside a git working copy: run vmem "
+                              "review in one (or pass -C DIR), or review a GitHub pull request "
+                              "with --pr N --repo OWNER/NAME")
+    name = env.repo(repo)
+    diff = local_diff(wc, base or _default_base(wc), head or "HEAD")
+    with _service(env, LocalGitSource(wc)) as service, _progress(env) as progress:
+        return run_review(service, name, diff, apply=apply,
+                          links=Links(name, remote_web_url(wc)), on_progress=progress)
+
+
+def _default_base(path: Path) -> str:
+    from verified_memory.sources.local_git import run_git
+
+    for ref in DEFAULT_BASES:
+        if run_git(path, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").returncode == 0:
+            return ref
+    raise ValidationError(f"no --base given, and none of {', '.join(DEFAULT_BASES)} exists in "
+                          f"{path}: pass --base REF")
+
+
+def _review_pull(env: Env, number: int, repo: str | None, post: bool,
+                 apply: bool) -> tuple[ReviewReport, Posted | None, VerifiedMemoryError | None]:
+    from verified_memory.cli import _progress
+    from verified_memory.config import Settings
+    from verified_memory.review import Diff, Links, web_url
+    from verified_memory.review import review as run_review
+    from verified_memory.review_github import PullRequests, check_apply
+    from verified_memory.sources.github import GitHubSource
+
+    settings = Settings.from_env()
+    name = env.repo(repo)
+    if post and not settings.github_token:
+        raise ValidationError("--post needs GITHUB_TOKEN: a token that may write pull request "
+                              "reviews (in GitHub Actions: permissions: pull-requests: write)")
+    github = GitHubSource.from_settings(name, settings)
+    with github:
+        pulls = PullRequests(github)
+        pull = pulls.get(number)
+        verify_at = check_apply(pull) if apply else pull.head_sha
+        local = _working_copy_with(env, name, {pull.head_sha, pull.base_sha, verify_at})
+        merge_base = _local_merge_base(local, pull.base_sha, pull.head_sha) if local else None
+        files, notes = pulls.files(pull)
+        diff = Diff(pull.base_ref or pull.base_sha, pull.head_ref or pull.head_sha,
+                    merge_base or pulls.merge_base(pull.base_sha, pull.head_sha),
+                    pull.head_sha, tuple(files), tuple(notes))
+        links = Links(name, web_url(github.base_url))
+        with _service(env, local or github) as service, _progress(env) as progress:
+            report = run_review(service, name, diff, verify_at=verify_at, apply=apply,
+                                links=links, pull_request=number, on_progress=progress)
+            posted, failure = None, None
+            if post:
+                try:
+                    posted = pulls.post(pull, report)
+                except VerifiedMemoryError as exc:
+                    failure = exc
+        return replace(report, requests=pulls.requests), posted, failure
+
+
+def _working_copy_with(env: Env, repo: str, commits: set[str]) -> LocalGitSource | None:
+    """The working copy, when it is a clone of ``repo`` holding every commit needed (in
+    GitHub Actions: a checkout with fetch-depth 0); reading code there costs no requests."""
+    from verified_memory.sources.discovery import repo_from_remote
+    from verified_memory.sources.local_git import LocalGitSource
+
+    wc = env.working_copy
+    if wc is None or repo_from_remote(wc) != repo:
+        return None
+    source = LocalGitSource(wc)
+    try:
+        for commit in commits:
+            source.resolve(commit)
+    except VerifiedMemoryError:  # a commit it lacks (a shallow clone), or git failing
+        source.close()
+        return None
+    return source
+
+
+def _local_merge_base(source: LocalGitSource, base: str, head: str) -> str | None:
+    from verified_memory.sources.local_git import run_git
+
+    proc = run_git(source.path, "merge-base", base, head)
+    sha = proc.stdout.decode("ascii", "replace").strip()
+    return sha if proc.returncode == 0 and sha else None
+
+
+def _print(env: Env, report: ReviewReport, posted: Posted | None) -> None:
+    from verified_memory.review import render_markdown
+
+    if env.out.as_json:
+        env.out.json({**report.to_dict(), "posted": posted.to_dict() if posted else None})
+    else:
+        sys.stdout.write(render_markdown(report))
+    if posted is None:
+        return
+    if posted.action == "none":
+        env.out.err.print("vmem: nothing posted: no findings", markup=False)
+    else:
+        where = f": {posted.url}" if posted.url else ""
+        env.out.err.print(f"vmem: {posted.action} review {posted.review_id}{where} "
+                          f"({posted.created} comments created, {posted.updated} updated, "
+                          f"{posted.deleted} deleted)", markup=False)
