@@ -19,6 +19,7 @@ import responses
 from tests.github_payloads import API, FakeGitHub, error, error_body, rate_headers
 from tests.gitrepo import GitRepo
 from tests.test_cli import vmem
+from tests.test_review import FETCH  # lines: 1 MAX_RETRIES, 4-8 fetch, 11-12 close
 from verified_memory import LocalGitSource, MemoryService, Status
 from verified_memory.review_github import REVIEW_MARKER, comment_marker
 from verified_memory.sources.base import git_blob_sha
@@ -32,21 +33,6 @@ WEB_API = "https://api.github.com"
 JSON = "application/json; charset=utf-8"
 BOT = "github-actions[bot]"  # who the token posts as
 
-FETCH = """\
-MAX_RETRIES = 3
-
-
-def fetch(url):
-    for attempt in range(MAX_RETRIES):
-        if get(url):
-            return True
-    return False
-
-
-def close():
-    return None
-"""
-# lines: 1 MAX_RETRIES, 4-8 fetch, 11-12 close
 
 Answer = tuple[int, dict[str, str], str]
 
