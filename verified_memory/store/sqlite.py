@@ -184,6 +184,16 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             """,
         ),
     ),
+    (
+        2,
+        "one index fewer for a refresh to move",
+        (
+            # Every refresh moves refreshed_at, and so its entry in each index on it;
+            # (repo, refreshed_at) only served listings of every status (an export),
+            # which sort a repository's rows from agent_memory_recent instead.
+            "DROP INDEX IF EXISTS agent_memory_repo_refreshed",
+        ),
+    ),
 )
 
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)

@@ -1,10 +1,16 @@
--- 005_apply_flags: agent_memory_apply answers which transitions were applied.
+-- 005_lighter_verification_writes: what a verification pass writes, made cheaper.
 --
--- 002 answered each applied transition with the memory as it now is (agent_memory_json),
--- and a verification pass applies thousands: the client threw that work away, because
--- Transition.apply_to computes the same memory without a read. Now the answer is one
--- boolean per transition, in order: true applied, false skipped (the memory was no
--- longer in the expected status). Same signature, so grants and callers stay as they are.
+-- 1. One index fewer to keep up. Every refresh moves a memory's refreshed_at, and so its
+--    entry in each index on it; (repo, refreshed_at) served only listings of every
+--    status (an export), which can sort a repository's rows instead.
+drop index if exists agent_memory_repo_refreshed_idx;
+
+-- 2. agent_memory_apply answers which transitions were applied. 002 answered each
+--    applied transition with the memory as it now is (agent_memory_json), and a
+--    verification pass applies thousands: the client threw that work away, because
+--    Transition.apply_to computes the same memory without a read. Now the answer is one
+--    boolean per transition, in order: true applied, false skipped (the memory was no
+--    longer in the expected status). Same signature: grants and callers stay as they are.
 
 create or replace function agent_memory_apply(p_transitions jsonb)
 returns jsonb
