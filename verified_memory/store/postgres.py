@@ -157,8 +157,9 @@ def memory_from_json(row: Mapping[str, Any]) -> Memory:
 
 
 def applied_flags(results: Sequence[Any]) -> list[bool]:
-    """``agent_memory_apply``'s answer as flags: booleans since 005_lighter_verification_writes.sql; a
-    database still on 002 answers the memory (applied) or null (skipped)."""
+    """``agent_memory_apply``'s answer as flags: booleans since
+    ``005_lighter_verification_writes.sql``; a database still on 002 answers the memory
+    (applied) or null (skipped)."""
     return [r is not None and r is not False for r in results]
 
 
