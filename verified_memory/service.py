@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from verified_memory.errors import Conflict, NotFound, SourceUnavailable, ValidationError
@@ -138,14 +139,15 @@ class MemoryService:
         return self._source  # type: ignore[return-value]
 
     def _event(self, kind: EventKind, memory: Memory | str, repo: str | None = None,
-               **detail: Any) -> TelemetryEvent:
+               at: datetime | None = None, /, **detail: Any) -> TelemetryEvent:
+        # Positional-only: a caller's detail may have any key, "repo" and "at" included.
         if isinstance(memory, Memory):
             memory_id, repo = memory.id, memory.repo
         else:
             memory_id = memory
         assert repo is not None
         return TelemetryEvent(kind=kind, repo=repo, memory_id=memory_id, actor=self.actor,
-                              detail=detail)
+                              at=at or utcnow(), detail=detail)
 
     def _retrieved(self, memories: Sequence[Memory], via: str) -> list[Memory]:
         # Written behind the read (telemetry.py): a read must not cost a transaction.
@@ -360,13 +362,13 @@ class MemoryService:
         )
 
     def _decide(self, memory: Memory, checks: list[CitationCheck], revision: str, pins: bool,
-                now: Any, *, apply: bool, requests: int,
+                now: datetime, *, apply: bool, requests: int,
                 ) -> tuple[Verification, Transition | None, TelemetryEvent]:
         """The verdict on one memory, the change it calls for (None: nothing to
         change, or ``apply`` is off), and the event that records the outcome."""
         decision, reason = decide(checks)
         events = self._verification_events(memory, checks, decision, reason, revision,
-                                           requests)
+                                           requests, now)
         verification = Verification(memory, tuple(checks), decision, revision, reason)
         transition = None
         if apply and memory.status is Status.ACTIVE and decision is not Decision.UNVERIFIED:
@@ -388,34 +390,37 @@ class MemoryService:
                 # Not applied: another writer changed the memory meanwhile; report it as
                 # it was.
                 if done:
-                    verification = replace(verification,
-                                           memory=transition.apply_to(verification.memory))
+                    verification = Verification(
+                        transition.apply_to(verification.memory), verification.checks,
+                        verification.decision, verification.revision, verification.reason)
                 out.append(verification)
         return out
 
     def _verification_events(self, memory: Memory, checks: Sequence[CitationCheck],
                              decision: Decision, reason: str | None,
-                             revision: str, requests: int) -> list[TelemetryEvent]:
+                             revision: str, requests: int, at: datetime,
+                             ) -> list[TelemetryEvent]:
         # The outcome event carries what the whole pass spent (API requests), so
         # dashboards can sum the cost of verification from telemetry alone.
         outcomes = [c.to_dict() for c in checks]
         if decision is Decision.REFRESH:
-            events = [self._event(EventKind.VERIFIED_VALID, memory, revision=revision,
-                                  outcomes=outcomes, pass_requests=requests)]
-            events += [self._event(EventKind.RELOCATED, memory, revision=revision,
+            events = [self._event(EventKind.VERIFIED_VALID, memory, None, at,
+                                  revision=revision, outcomes=outcomes, pass_requests=requests)]
+            events += [self._event(EventKind.RELOCATED, memory, None, at, revision=revision,
                                    old=str(c.citation.location), new=str(c.location))
                        for c in checks if c.outcome is Outcome.RELOCATED]
-            return [*events, self._event(EventKind.REFRESHED, memory, by="verification")]
+            return [*events, self._event(EventKind.REFRESHED, memory, None, at,
+                                         by="verification")]
         if decision is Decision.INVALIDATE:
-            return [self._event(EventKind.VERIFIED_INVALID, memory, revision=revision,
-                                outcomes=outcomes, pass_requests=requests),
-                    self._event(EventKind.INVALIDATED, memory, reason=reason)]
-        return [self._event(EventKind.UNVERIFIABLE, memory, revision=revision,
+            return [self._event(EventKind.VERIFIED_INVALID, memory, None, at,
+                                revision=revision, outcomes=outcomes, pass_requests=requests),
+                    self._event(EventKind.INVALIDATED, memory, None, at, reason=reason)]
+        return [self._event(EventKind.UNVERIFIABLE, memory, None, at, revision=revision,
                             outcomes=outcomes, reason=reason, pass_requests=requests)]
 
     def _verification_transition(
         self, memory: Memory, checks: Sequence[CitationCheck], decision: Decision,
-        reason: str | None, revision: str, pins: bool, now: Any,
+        reason: str | None, revision: str, pins: bool, now: datetime,
         events: Sequence[TelemetryEvent],
     ) -> Transition:
         if decision is Decision.INVALIDATE:

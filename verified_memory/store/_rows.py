@@ -118,8 +118,11 @@ class Row(Protocol):
 # --------------------------------------------------------------------------- scalars
 
 
+@lru_cache(maxsize=256)
 def time_to_text(value: datetime) -> str:
-    """Fixed-width UTC ISO-8601 with microseconds, so text order is time order."""
+    """Fixed-width UTC ISO-8601 with microseconds, so text order is time order.
+
+    Cached: the events of one verification pass share one time."""
     if value.tzinfo is not UTC:  # what utcnow() gives needs no conversion
         value = (value.replace(tzinfo=UTC) if value.tzinfo is None
                  else value.astimezone(UTC))
