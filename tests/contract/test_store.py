@@ -502,6 +502,25 @@ def test_apply_replaces_citations(store: MemoryStore) -> None:
     assert store.by_path(REPO, "src/keep.py", lines=(5, 6)) == []
 
 
+def test_apply_of_two_rewrites_in_one_batch_keeps_the_last(store: MemoryStore) -> None:
+    m = mem(citations=(cite("src/a.py", 1, 3),))
+    store.add(m)
+    first = (cite("src/b.py", 4, 6),)
+    last = (cite("src/c.py", 7, 9), cite("src/d.py", 1, 1, anchor=False))
+
+    assert store.apply([
+        Transition(m.id, citations=first, add_verifications=1),
+        Transition(m.id, add_applications=1),
+        Transition(m.id, citations=last, add_verifications=1),
+    ]) == [True, True, True]
+
+    after = store.get(m.id)
+    assert after.citations == last
+    assert (after.verification_count, after.applied_count) == (2, 1)
+    assert store.by_path(REPO, "src/b.py") == []
+    assert ids(store.by_path(REPO, "src/d.py")) == [m.id]
+
+
 def test_apply_skips_a_transition_whose_memory_moved_on(store: MemoryStore) -> None:
     a = mem()
     b = mem(status=Status.INVALID)

@@ -221,8 +221,7 @@ _APPLY = """
         verified_commit = coalesce(?, verified_commit),
         verification_count = verification_count + ?,
         applied_count = applied_count + ?
-    WHERE id = ? AND status = ?
-    RETURNING repo
+    WHERE id = ?
 """
 # Column weights for bm25: a word in the subject says more than one in a long fact.
 _BM25 = "bm25(agent_memory_fts, 4.0, 1.0, 2.0)"
@@ -292,37 +291,50 @@ class SQLiteStore(ClosingStore):
 
     def apply(self, transitions: Sequence[Transition]) -> list[bool]:
         prepared = [_prepare(t) for t in transitions]
-        results: list[bool] = []
         if not prepared:
-            return results
-        event_rows: list[tuple[Any, ...]] = []
+            return []
+        ids = list(dict.fromkeys(t.memory_id for t, _, _ in prepared))
         with self._write("applying transitions") as conn:
+            # One read of every status, then each kind of row in one executemany: the
+            # write lock is held, so the statuses cannot change under us, and the
+            # transitions are decided in order as if each were its own UPDATE.
+            found = {
+                memory_id: (status, repo)
+                for memory_id, status, repo in conn.execute(
+                    "SELECT id, status, repo FROM agent_memory "
+                    "WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(ids),),
+                )
+            }
+            for memory_id in ids:
+                if memory_id not in found:
+                    raise NotFound(f"memory {memory_id} not found")
+            status = {memory_id: s for memory_id, (s, _) in found.items()}
+            results: list[bool] = []
+            updates: list[tuple[Any, ...]] = []
+            # memory id -> its citation rows; a memory rewritten twice keeps the last set
+            rewritten: dict[str, list[tuple[Any, ...]]] = {}
+            event_rows: list[tuple[Any, ...]] = []
             for transition, citations, events in prepared:
-                # The status check and the update are one statement: no read per memory.
-                updated = conn.execute(_APPLY, (*_apply_values(transition),)).fetchall()
-                if not updated:
-                    exists = conn.execute(
-                        "SELECT 1 FROM agent_memory WHERE id = ?", (transition.memory_id,)
-                    ).fetchone()
-                    if exists is None:
-                        raise NotFound(f"memory {transition.memory_id} not found")
+                memory_id = transition.memory_id
+                if status[memory_id] != transition.expect.value:
                     results.append(False)  # lost a race: skip it and its events
                     continue
+                if transition.status is not None:
+                    status[memory_id] = transition.status.value
+                updates.append(_apply_values(transition))
                 if citations is not None:
-                    conn.execute(
-                        "DELETE FROM agent_memory_citation WHERE memory_id = ?",
-                        (transition.memory_id,),
-                    )
-                    repo = updated[0][0]
-                    conn.executemany(
-                        _INSERT_CITATION,
-                        [
-                            citation_values(transition.memory_id, repo, i, c)
-                            for i, c in enumerate(citations)
-                        ],
-                    )
-                event_rows.extend(events)
+                    repo = found[memory_id][1]
+                    rewritten[memory_id] = [citation_values(memory_id, repo, i, c)
+                                            for i, c in enumerate(citations)]
+                event_rows += events
                 results.append(True)
+            conn.executemany(_APPLY, updates)
+            if rewritten:
+                conn.executemany("DELETE FROM agent_memory_citation WHERE memory_id = ?",
+                                 [(memory_id,) for memory_id in rewritten])
+                conn.executemany(_INSERT_CITATION,
+                                 [row for rows in rewritten.values() for row in rows])
             conn.executemany(_INSERT_EVENT, event_rows)
         return results
 
@@ -616,7 +628,6 @@ def _apply_values(transition: Transition) -> tuple[Any, ...]:
         transition.add_verifications,
         transition.add_applications,
         transition.memory_id,
-        transition.expect.value,
     )
 
 
