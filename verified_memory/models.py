@@ -246,9 +246,14 @@ class Location:
     line_end: int
 
     def __str__(self) -> str:
-        if self.line_start == self.line_end:
-            return f"{self.path}:{self.line_start}"
-        return f"{self.path}:{self.line_start}-{self.line_end}"
+        return place(self.path, self.line_start, self.line_end)
+
+
+def place(path: str, line_start: int, line_end: int) -> str:
+    """``path:start-end``, or ``path:line`` for one line."""
+    if line_start == line_end:
+        return f"{path}:{line_start}"
+    return f"{path}:{line_start}-{line_end}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,12 +488,13 @@ class CitationCheck:
     detail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        cited, now = self.citation, self.location  # one per citation of a pass: kept lean
         return {
-            "cited": str(self.citation.location),
+            "cited": place(cited.path, cited.line_start, cited.line_end),
             "outcome": self.outcome.value,
-            "path": self.location.path if self.location else self.citation.path,
-            "line_start": self.location.line_start if self.location else None,
-            "line_end": self.location.line_end if self.location else None,
+            "path": now.path if now else cited.path,
+            "line_start": now.line_start if now else None,
+            "line_end": now.line_end if now else None,
             "similarity": self.similarity,
             "ambiguous": self.ambiguous,
             "step": self.step,
