@@ -7,16 +7,25 @@ include Python decorators, a leading ``export`` and Rust attributes.
 
 from __future__ import annotations
 
+import random
+import sys
 import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import xxhash
 
 from verified_memory.anchors import _languages, treesitter
-from verified_memory.anchors.hashing import line_hashes, text_hash
-from verified_memory.anchors.normalize import split_lines
+from verified_memory.anchors.hashing import (
+    WHITESPACE,
+    TextHasher,
+    hash_line,
+    line_hashes,
+    text_hash,
+)
+from verified_memory.anchors.normalize import normalize_line, split_lines, squeeze
 from verified_memory.anchors.similarity import similarity, similarity_of_hashes
 from verified_memory.anchors.treesitter import (
     Definition,
@@ -600,6 +609,46 @@ def test_text_hash_changes_with_the_body() -> None:
     assert _total_hash("cart.py", edited) != _total_hash("cart.py", BASE)
 
 
+#: Lines that stress the whole-file hashing: Unicode whitespace that ``bytes.translate``
+#: cannot delete, a line feed inside a "line", trailing commas before closers, non-ASCII.
+ODD_LINES = ["  a = f(x,\t", "", "  \u3000 ", ")", "    ],", "}", "b,", " , ", "é ü,",
+             "\u2028]", "x\x1cy", "\x85q,", "t = (y,)", "]]", ",", "日本 語", "a\nb", "\x0c"]
+
+
+def _text_hash_line_by_line(lines: list[str]) -> str:
+    """``text_hash`` as its docstring defines it, one line at a time."""
+    parts = [text for text in map(normalize_line, lines) if text]
+    for i in range(len(parts) - 1):
+        if parts[i].endswith(",") and parts[i + 1][0] in ")]}":
+            parts[i] = parts[i][:-1]
+    return xxhash.xxh3_64_hexdigest("".join(parts).encode())
+
+
+def test_whole_file_hashing_matches_line_by_line() -> None:
+    rng = random.Random(7)
+    for _ in range(2000):
+        lines = rng.choices(ODD_LINES, k=rng.randint(0, 9))
+        assert line_hashes(lines) == tuple(hash_line(line) for line in lines), lines
+        assert text_hash(lines) == _text_hash_line_by_line(lines), lines
+        if lines:
+            first = rng.randrange(len(lines))
+            last = rng.randrange(first, len(lines))
+            assert TextHasher(lines).text_hash(first, last) == text_hash(
+                lines[first:last + 1]), (lines, first, last)
+
+
+def test_whitespace_is_what_str_split_splits_on() -> None:
+    assert set(WHITESPACE) == {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
+
+
+def test_code_that_hashes_the_same_squeezes_the_same() -> None:
+    wrapped = ["total = add(", "    price,", "    tax,", ")"]
+    joined = ["total = add(price, tax)"]
+    assert text_hash(wrapped) == text_hash(joined)
+    assert squeeze("\n".join(wrapped)) == squeeze("\n".join(joined)) == "total=add(pricetax)"
+    assert squeeze("\n".join(joined)) in squeeze("x = 1\n" + "\n".join(wrapped) + "\n")
+
+
 def test_relocated_definition_keeps_hash_and_offset() -> None:
     """What the verifier does in step 4: find by name, compare hash, apply the offset."""
     anchor = anchor_for("cart.py", BASE, 3, 4)
@@ -689,6 +738,20 @@ def test_missing_grammar_falls_back_to_no_definitions(monkeypatch: pytest.Monkey
         assert DefinitionIndex().anchor_for("main.go", GO, 23, 25) is None
     finally:
         treesitter._grammar.cache_clear()
+
+
+def test_a_pattern_the_grammar_lacks_costs_only_that_pattern(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The patterns are compiled together; when that fails, one by one, keeping those
+    that compile (a node type renamed in a grammar release must not cost a language)."""
+    real = treesitter.definition_patterns
+    monkeypatch.setattr(treesitter, "definition_patterns",
+                        lambda rules, language: [*real(rules, language), "(no_such_node) @def"])
+    treesitter.unload_grammars()
+    try:
+        assert rows("cart.py", BASE) == [("total", "function_definition", 1, 5)]
+    finally:
+        treesitter.unload_grammars()
 
 
 def test_oversized_files_are_not_parsed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,11 @@ from typing import Any
 import pytest
 
 from tests.gitrepo import GitRepo
+from verified_memory.anchors.treesitter import DefinitionIndex
 from verified_memory.cli import main
+from verified_memory.sources.local_git import LocalGitSource
+from verified_memory.verify.anchored import AnchorLocator
+from verified_memory.verify.bulk import check_citations
 
 KEYS = ["id", "status", "path", "line_start", "line_end", "similarity"]
 
@@ -325,3 +329,49 @@ def test_many_citations_keep_input_order(repo: GitRepo, capsys: pytest.CaptureFi
     want = expected()
     for i, line in enumerate(got):
         assert line == dict(want[i % len(want)], id=many[i]["id"])
+
+
+# ----------------------------------------------------------------------------- cost
+
+
+def library_check(repo: GitRepo, items: list[dict[str, Any]], locator: AnchorLocator,
+                  monkeypatch: pytest.MonkeyPatch | None = None,
+                  resolved: list[str] | None = None) -> list[dict[str, Any]]:
+    """``check_citations`` itself, with this locator; ``resolved`` collects every ref
+    the source was asked to resolve."""
+    with LocalGitSource(repo.path) as source:
+        if monkeypatch is not None and resolved is not None:
+            real = source.resolve
+            monkeypatch.setattr(source, "resolve",
+                                lambda ref: resolved.append(ref) or real(ref))
+        return list(check_citations(source, [(c["id"], c) for c in items], "HEAD",
+                                    locator=locator))
+
+
+def test_anchors_are_derived_only_when_a_step_needs_one(repo: GitRepo) -> None:
+    """An unchanged file and lines found again by their hashes cost no parse; the
+    answers are those of citations fingerprinted with their anchors up front."""
+    by_id = {c["id"]: c for c in citations(repo)}
+    index = DefinitionIndex()
+    cheap = library_check(repo, [by_id["convert"], by_id["readme"]],
+                          AnchorLocator(index, derive_anchors=True))
+    assert cheap == [r for r in expected() if r["id"] in ("readme", "convert")]
+    assert index.parses == 0
+
+    every = citations(repo)
+    lazy = library_check(repo, every, AnchorLocator(DefinitionIndex(), derive_anchors=True))
+    eager = library_check(repo, every, AnchorLocator(DefinitionIndex()))
+    assert lazy == eager == expected()
+
+
+def test_each_ref_is_resolved_once_per_run(repo: GitRepo,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    many = [dict(c, id=f"{c['id']}-{i}") for i in range(10) for c in citations(repo)]
+    resolved: list[str] = []
+    got = library_check(repo, many, AnchorLocator(DefinitionIndex(), derive_anchors=True),
+                        monkeypatch, resolved)
+    assert [r["status"] for r in got] == [r["status"] for r in expected()] * 10
+    # once for each ref the citations name (a full sha, a short one, a tag), not once per
+    # citation; the source resolves a few more itself (for its trees and renames)
+    assert resolved.count("v1") == resolved.count(first(repo)[:12]) == 1
+    assert len(resolved) < 10

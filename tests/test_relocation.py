@@ -25,8 +25,15 @@ from pathlib import Path
 import pytest
 
 from tests.gitrepo import GitRepo
-from verified_memory.anchors.treesitter import DefinitionIndex
-from verified_memory.models import Citation, CitationCheck, CitationRef, Location, Outcome
+from verified_memory.anchors.treesitter import Definition, DefinitionIndex
+from verified_memory.models import (
+    Citation,
+    CitationCheck,
+    CitationRef,
+    Fingerprint,
+    Location,
+    Outcome,
+)
 from verified_memory.sources.local_git import LocalGitSource
 from verified_memory.verify.anchored import AnchorLocator
 from verified_memory.verify.bulk import check_citations
@@ -75,14 +82,35 @@ class History:
         return self.cite(path, start, end)
 
     def check(self, *citations: Citation) -> list[CitationCheck]:
+        """Checks at HEAD, as the service checks stored citations; and the bulk check's
+        way too (fingerprints without anchors, each derived when a step needs it),
+        which must come to exactly the same answers."""
         with LocalGitSource(self.repo.path) as source:
+            head = source.resolve("HEAD")
             verifier = Verifier(source, locator=AnchorLocator(DefinitionIndex()))
-            return verifier.check(list(citations), source.resolve("HEAD"))
+            checks = verifier.check(list(citations), head)
+            lazy = Verifier(source, locator=AnchorLocator(DefinitionIndex(),
+                                                          derive_anchors=True))
+            derived = lazy.check([unanchored(c) for c in citations], head)
+        assert [answer(c) for c in derived] == [answer(c) for c in checks]
+        return checks
 
 
 @pytest.fixture
 def history(tmp_path: Path) -> History:
     return History(GitRepo(tmp_path / "repo"))
+
+
+def unanchored(citation: Citation) -> Citation:
+    fingerprint = citation.fingerprint
+    return replace(citation, fingerprint=Fingerprint(fingerprint.snippet_hash,
+                                                     fingerprint.line_hashes))
+
+
+def answer(check: CitationCheck) -> tuple[object, ...]:
+    """Everything a check says, but the citation it was given."""
+    return (check.outcome, check.location, check.blob_sha, check.similarity,
+            check.ambiguous, check.step, check.detail)
 
 
 def span(text: str, snippet: str) -> tuple[int, int]:
@@ -1631,6 +1659,53 @@ def test_each_file_is_read_once_and_only_changed_files_are_searched(
         moved(whole, s.other, span(text, s.code))
         moved(window, s.other, within(text, s.code, s.window_text))
         assert first.outcome in (Outcome.VALID, Outcome.RELOCATED), (s.lang, first.detail)
+
+
+TOTAL = src('''
+    def compute_total(items, tax):
+        subtotal = sum(item.price * item.quantity for item in items)
+        discount = subtotal * 0.1 if subtotal > 100 else 0
+        return (subtotal - discount) * (1 + tax)
+''')
+
+
+def test_files_that_only_mention_the_name_are_not_parsed(
+        history: History, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``compute_total`` moves to a new module; two changed modules that only call it
+    come first among the candidates. Their text shows they cannot hold the function
+    (or any of its lines), so they are never parsed: the new module answers first."""
+    callers = "from pkg.engine import compute_total\n\n\ndef {0}(cart):\n" \
+              "    return compute_total(cart.items, 0.2)\n"
+    history.start({"pkg/engine.py": "import math\n\n\n" + TOTAL,
+                   "pkg/a_orders.py": callers.format("order_total"),
+                   "pkg/b_quotes.py": callers.format("quote_total")})
+    whole = history.cite_text("pkg/engine.py", "import math\n\n\n" + TOTAL, TOTAL)
+    window = history.cite("pkg/engine.py", 5, 6)
+    history.repo.write("pkg/engine.py", "import math\n")
+    history.repo.write("pkg/z_money.py", "import decimal\n\n\n" + TOTAL)
+    for path, name in (("pkg/a_orders.py", "order_total"), ("pkg/b_quotes.py", "quote_total")):
+        history.repo.write(path, callers.format(name).replace("pkg.engine", "pkg.z_money"))
+    history.repo.commit("move compute_total")
+
+    parsed: list[str] = []
+    index = DefinitionIndex()
+    real = index.definitions
+
+    def definitions(path: str, text: str, key: str | None = None,
+                    hashes: Sequence[int] | None = None) -> tuple[Definition, ...]:
+        before = index.parses
+        found = real(path, text, key, hashes)
+        if index.parses > before:
+            parsed.append(path)
+        return found
+
+    monkeypatch.setattr(index, "definitions", definitions)
+    with LocalGitSource(history.repo.path) as source:
+        results = Verifier(source, locator=AnchorLocator(index)).check(
+            [whole, window], source.resolve("HEAD"))
+    moved(results[0], "pkg/z_money.py", (4, 7))
+    moved(results[1], "pkg/z_money.py", (5, 6))
+    assert sorted(set(parsed)) == ["pkg/engine.py", "pkg/z_money.py"]
 
 
 def test_bulk_check_through_the_library(history: History) -> None:

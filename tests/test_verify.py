@@ -8,10 +8,12 @@ import pytest
 
 from tests.gitrepo import GitRepo
 from verified_memory.anchors.fingerprint import fingerprint_lines
+from verified_memory.anchors.hashing import BLANK, hash_line
 from verified_memory.errors import SourceUnavailable
 from verified_memory.models import Citation, Decision, Location, Outcome
 from verified_memory.sources.local_git import LocalGitSource
 from verified_memory.verify.decision import decide
+from verified_memory.verify.files import FileText
 from verified_memory.verify.ladder import Verifier
 
 BODY = """\
@@ -206,3 +208,15 @@ def test_decision_names_broken_citations_and_verdict_beats_unreadable(
     assert reason is not None
     assert "app/io.py:4-7 missing" in reason
     assert "10-12" not in reason
+
+
+def test_positions_lists_every_line_of_a_hash_in_order() -> None:
+    text = "x = 1\n\ny = 2\nx = 1\n}\nz = 3\n}\nx = 1\n"
+    file = FileText.from_bytes("blob", text.encode())
+    assert file is not None
+    for line in ("x = 1", "y = 2", "}", "z = 3"):
+        expected = [i for i, other in enumerate(file.lines) if other == line]
+        assert list(file.positions(hash_line(line))) == expected
+        assert list(file.positions(hash_line(line))) == expected  # the second time: kept
+    assert list(file.positions(BLANK)) == []  # blank lines are never looked for
+    assert list(file.positions(hash_line("absent"))) == []

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import xxhash
 
 from verified_memory.anchors.normalize import normalize_line
 
-__all__ = ["BLANK", "hash_line", "line_hashes", "snippet_hash", "text_hash"]
+__all__ = [
+    "BLANK", "WHITESPACE", "TextHasher", "hash_line", "line_hashes", "normalized", "snippet_hash",
+    "text_hash",
+]
 
 #: The hash of a blank line; blank lines are skipped when matching.
 BLANK = 0
@@ -21,8 +25,35 @@ def hash_line(line: str) -> int:
     return xxhash.xxh3_64_intdigest(normalized.encode("utf-8")) or 1
 
 
+#: Every character ``str.split`` treats as whitespace (``str.isspace``), as of Unicode
+#: 15; ``tests/test_anchors.py`` checks the list against the running Python.
+WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003"
+              "\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+#: The ASCII ones but the line feed, as UTF-8 bytes (one byte each)...
+_ASCII_SPACES_BUT_LF = "".join(c for c in WHITESPACE if c.isascii() and c != "\n").encode()
+#: ... and the others, rare in code, whose UTF-8 bytes ``bytes.translate`` cannot delete.
+_OTHER_SPACES = tuple(c for c in WHITESPACE if not c.isascii())
+
+
+def normalized(lines: Sequence[str]) -> list[bytes]:
+    """``normalize_line`` of each line, UTF-8 encoded; for a whole file at once where it
+    can: encoded once, whitespace deleted from the bytes in one pass (about three times
+    faster on a source file than line by line)."""
+    joined = "\n".join(lines)
+    parts = joined.encode("utf-8").translate(None, _ASCII_SPACES_BUT_LF).split(b"\n")
+    if len(parts) != len(lines) or (not joined.isascii() and any(
+            c in joined for c in _OTHER_SPACES)):
+        # a line feed inside a line, or whitespace bytes.translate cannot see
+        return [normalize_line(line).encode("utf-8") for line in lines]
+    return parts
+
+
 def line_hashes(lines: Sequence[str]) -> tuple[int, ...]:
-    return tuple(hash_line(line) for line in lines)
+    """``hash_line`` of each line (only the hashing itself is done line by line)."""
+    parts = normalized(lines)
+    digest = xxhash.xxh3_64_intdigest
+    return tuple([(h or 1) if part else BLANK
+                  for part, h in zip(parts, map(digest, parts), strict=True)])
 
 
 def snippet_hash(hashes: Sequence[int]) -> str:
@@ -35,7 +66,8 @@ def snippet_hash(hashes: Sequence[int]) -> str:
 
 
 #: Closing brackets before which formatters add (or drop) a trailing comma.
-_CLOSERS = frozenset(")]}")
+_CLOSERS = (b")", b"]", b"}")
+_COMMA_AT_END = re.compile(rb",(?=\n)")
 
 
 def text_hash(lines: Sequence[str]) -> str:
@@ -46,8 +78,39 @@ def text_hash(lines: Sequence[str]) -> str:
     dropped: formatters (prettier, black, rustfmt, and Go's own syntax) add one when
     they spread a call over several lines, and take it away when they join it again.
     A comma inside one line (a Python or Rust one-element tuple ``(x,)``) is kept."""
-    parts = [text for text in map(normalize_line, lines) if text]
-    for i in range(len(parts) - 1):
-        if parts[i].endswith(",") and parts[i + 1][0] in _CLOSERS:
-            parts[i] = parts[i][:-1]
-    return xxhash.xxh3_64_hexdigest("".join(parts).encode())
+    return TextHasher(lines).text_hash(0, len(lines) - 1)
+
+
+class TextHasher:
+    """``text_hash`` of any range of one file's lines, the file normalised once: a parse
+    hashes every definition in a file, and definitions nest."""
+
+    __slots__ = ("_kept", "_parts")
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self._parts = parts = normalized(lines)
+        # each line as it counts when more code follows it in the range: a trailing
+        # comma dropped before a closing bracket. Only lines that end in a comma can
+        # differ, so only those are visited (found in one pass over the whole text).
+        self._kept = kept = list(parts)
+        joined = b"\n".join(parts)
+        line = searched = 0
+        for comma in _COMMA_AT_END.finditer(joined):
+            line += joined.count(b"\n", searched, comma.start())
+            searched = comma.start()
+            after = line + 1
+            while after < len(parts) and not parts[after]:
+                after += 1
+            if after < len(parts) and parts[after][:1] in _CLOSERS:
+                kept[line] = parts[line][:-1]
+
+    def text_hash(self, first: int, last: int) -> str:
+        """``text_hash`` of lines ``first..last`` (0-based, inclusive; clipped to the
+        file like a slice)."""
+        parts = self._parts
+        last = min(last, len(parts) - 1)
+        while last >= first and not parts[last]:
+            last -= 1  # the last code line keeps its comma: nothing follows it here
+        if last < max(first, 0):
+            return xxhash.xxh3_64_hexdigest(b"")
+        return xxhash.xxh3_64_hexdigest(b"".join(self._kept[first:last]) + parts[last])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["decode_text", "normalize_line", "split_lines"]
+__all__ = ["decode_text", "normalize_line", "split_lines", "squeeze"]
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -20,11 +20,20 @@ def normalize_line(line: str) -> str:
     return "".join(line.split())
 
 
+def squeeze(text: str) -> str:
+    """``text`` without whitespace (as ``normalize_line`` removes it) and without commas.
+
+    ``text_hash`` ignores whitespace and drops some commas, so code whose ``text_hash``
+    is equal squeezes to the same text: ``squeeze(a) in squeeze(b)`` is a cheap test
+    that ``b`` may hold code that hashes like ``a``."""
+    return "".join(text.split()).replace(",", "")
+
+
 def split_lines(text: str) -> list[str]:
     """Lines as editors and GitHub number them: broken at LF, CRLF or CR only (not at
     form feeds or Unicode separators, which ``str.splitlines`` would also break at);
     a final line break does not start another line."""
-    lines = _LINE_BREAK.split(text)
+    lines = text.split("\n") if "\r" not in text else _LINE_BREAK.split(text)
     if lines and lines[-1] == "":
         lines.pop()
     return lines

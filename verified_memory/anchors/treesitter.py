@@ -37,7 +37,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 import xxhash
@@ -52,7 +52,7 @@ from verified_memory.anchors._languages import (
     scope_labels,
     simple_name,
 )
-from verified_memory.anchors.hashing import line_hashes, text_hash
+from verified_memory.anchors.hashing import TextHasher, line_hashes
 from verified_memory.anchors.normalize import split_lines
 from verified_memory.models import Anchor
 
@@ -71,6 +71,7 @@ __all__ = [
     "find",
     "innermost",
     "language_for",
+    "unload_grammars",
 ]
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,7 @@ class Definition:
         )
 
 
+@lru_cache(maxsize=8192)  # asked for every candidate file of every search
 def language_for(path: str) -> str | None:
     """The language of a file by its extension, or None when no grammar covers it.
 
@@ -186,21 +188,33 @@ def _grammar(name: str) -> _Grammar | None:
     except Exception as exc:  # ImportError, ValueError (ABI), anything a wheel may raise
         log.warning("tree-sitter grammar for %s unavailable (%s); using line hashes", name, exc)
         return None
-    valid: list[str] = []
-    for pattern in definition_patterns(rules, language):
-        try:
-            ts.Query(language, pattern)
-        except Exception as exc:  # QueryError: a node type or field this grammar lacks
-            log.debug("skipping query pattern %r for %s: %s", pattern, name, exc)
-            continue
-        valid.append(pattern)
-    query = ts.Query(language, "\n".join(valid)) if valid else None
+    patterns = definition_patterns(rules, language)
+    try:
+        # all patterns at once: compiling each on its own costs five times as much
+        query = ts.Query(language, "\n".join(patterns)) if patterns else None
+    except Exception:  # QueryError: keep what this grammar knows, pattern by pattern
+        valid: list[str] = []
+        for pattern in patterns:
+            try:
+                ts.Query(language, pattern)
+            except Exception as exc:  # a node type or field this grammar lacks
+                log.debug("skipping query pattern %r for %s: %s", pattern, name, exc)
+                continue
+            valid.append(pattern)
+        query = ts.Query(language, "\n".join(valid)) if valid else None
     return _Grammar(name, language, query, rules.separator)
 
 
 # ----------------------------------------------------------------------------- parsing
 
 _local = threading.local()
+
+
+def unload_grammars() -> None:
+    """Forget every loaded grammar and this thread's parsers, so that the next parse
+    loads them again as a new process would (benchmarks time a cold start with it)."""
+    _grammar.cache_clear()
+    _local.__dict__.pop("parsers", None)
 
 
 def _parser(grammar: _Grammar) -> Parser:
@@ -233,6 +247,7 @@ def _extract(grammar: _Grammar, lines: Sequence[str],
     nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
     if hashes is None or len(hashes) != len(lines):
         hashes = line_hashes(lines)
+    hasher = TextHasher(lines)
     separator = grammar.separator
 
     result: list[Definition] = []
@@ -269,7 +284,7 @@ def _extract(grammar: _Grammar, lines: Sequence[str],
                 kind=definition_kind(node),
                 start_line=first + 1,
                 end_line=last + 1,
-                text_hash=text_hash(lines[first : last + 1]),
+                text_hash=hasher.text_hash(first, last),
                 line_hashes=tuple(hashes[first : last + 1]),
             )
         )

@@ -17,7 +17,11 @@ c. nothing: the ladder goes on to step 5 (``changed`` if most of the lines survi
 
 Only files whose blob changed since the citation's commit are searched in (b): code that
 moved must have landed in a file that changed. So the search costs nothing on a
-repository where little moved, and each candidate is read and parsed once per run.
+repository where little moved, and each candidate is read once per run. A candidate is
+parsed (at most once per run) only when its text can hold what is looked for: the
+anchor's name at all, and first the old definition's text (the only way to rank 0,
+which ends the search); candidates that can only hold the cited code in an edited
+definition, or an edited copy, are parsed only when no candidate gives rank 0.
 
 Lines that read the same are not always the same code: ``if err != nil { return err }``
 occurs everywhere, and when the cited function is deleted a sibling's identical lines
@@ -37,15 +41,18 @@ with evidence, cheapest first:
   files the best rank wins, so a same-named copy in an unrelated module loses.
 
 The old file is read (once per run, like every file) only when step 1 did not decide;
-parsing, the dearest part, only when provenance cannot decide.
+parsing, the dearest part, only when provenance cannot decide. That holds for the anchor
+itself in the bulk check (``derive_anchors``): a citation decided by hashes and
+provenance never has its file parsed.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from enum import Enum
 
@@ -53,10 +60,17 @@ import xxhash
 
 from verified_memory.anchors import treesitter
 from verified_memory.anchors.hashing import BLANK, hash_line
-from verified_memory.anchors.normalize import normalize_line
+from verified_memory.anchors.normalize import normalize_line, squeeze
 from verified_memory.anchors.similarity import similarity, similarity_of_hashes
 from verified_memory.errors import NotFound, SourceUnavailable
-from verified_memory.models import Anchor, Citation, CitationCheck, Location, Outcome
+from verified_memory.models import (
+    Anchor,
+    Citation,
+    CitationCheck,
+    Fingerprint,
+    Location,
+    Outcome,
+)
 from verified_memory.verify.files import FileText
 from verified_memory.verify.ladder import (
     CHANGED_THRESHOLD,
@@ -83,6 +97,10 @@ _FOREIGN = "\x00"
 _FOREIGN_HASH = hash_line(_FOREIGN)
 #: Line alignments kept per locator (each is one int per line of the new file).
 _ORIGINS_CACHE = 256
+#: Candidate lists kept per locator, one per (commit, revision, cited path): paths only.
+_CANDIDATE_LISTS = 256
+#: Derived anchors kept per locator (``derive_anchors``): a few hundred bytes each.
+_ANCHORS_CACHE = 4096
 #: Old trees and (old commit, revision) diffs kept per locator: a bulk check cites
 #: many commits, and a tree of a big repository is megabytes.
 _TREES_CACHE = 32
@@ -107,15 +125,26 @@ class _Base:
 
 
 class AnchorLocator(Locator):
-    """Step 4 of the ladder, and the anchor-aware judge of steps 2, 3 and 5."""
+    """Step 4 of the ladder, and the anchor-aware judge of steps 2, 3 and 5.
 
-    def __init__(self, index: treesitter.DefinitionIndex | None = None) -> None:
-        self.index = index or treesitter.default_index()
+    ``derive_anchors``: the citations come fingerprinted without their anchor (the bulk
+    check), and each one's anchor is derived from the cited file at the citation's
+    commit the first time a step needs it. Most citations are decided by blob and line
+    hashes alone, and the anchor, which needs a parse, is the dearest part of a
+    fingerprint."""
+
+    def __init__(self, index: treesitter.DefinitionIndex | None = None, *,
+                 derive_anchors: bool = False) -> None:
+        # not `index or ...`: an empty index is falsy (it has a length)
+        self.index = index if index is not None else treesitter.default_index()
+        self.derive_anchors = derive_anchors
+        self._anchors: OrderedDict[tuple[str, str, int, int], Anchor | None] = OrderedDict()
         self._diffs: OrderedDict[tuple[str, str], tuple[list[str], dict[str, str]]] = (
             OrderedDict())
         self._old_trees: OrderedDict[str, Mapping[str, str] | None] = OrderedDict()
         self._origins: OrderedDict[tuple[str, str], tuple[int, ...] | None] = OrderedDict()
         self._foreign: dict[tuple[str, str, int, int], frozenset[int]] = {}
+        self._candidate_lists: OrderedDict[tuple[str, str, str], list[str]] = OrderedDict()
 
     # ------------------------------------------------------------------ step 2
 
@@ -129,7 +158,8 @@ class AnchorLocator(Locator):
         definition must contain the place. Parsing is the dearest of these, so it
         comes last."""
         hashes = citation.fingerprint.line_hashes
-        if _whole_definition(citation) and len(find_runs(file, hashes)) == 1:
+        unique = len(find_runs(file, hashes)) == 1
+        if unique and _whole_definition(citation):
             return True  # a whole definition, header and all, found once: itself
         try:
             base = self._origin_base(verifier, citation)
@@ -137,11 +167,14 @@ class AnchorLocator(Locator):
             return True  # the old file is extra evidence; without it, step 2 as ever
         if base is None or base.old is None:
             return True
-        if len(find_runs(file, hashes)) == 1 and len(find_runs(base.old, hashes)) == 1:
+        if unique and len(find_runs(base.old, hashes)) == 1:
             return True
         origin = self._provenance(base, file, citation.location)
         if origin is Provenance.KEPT:
             return True
+        citation = self._anchored(verifier, citation)
+        if unique and _whole_definition(citation):
+            return True  # as above, once a derived anchor says so
         anchor = citation.fingerprint.anchor
         named = treesitter.find(self._defs(citation.path, file), anchor.name) if anchor else []
         if origin is Provenance.OTHER:
@@ -170,7 +203,6 @@ class AnchorLocator(Locator):
         ``ambiguous`` is reported whenever the lines occur more than once, even when
         the evidence settled which occurrence is the cited one."""
         ambiguous = len(places) > 1
-        anchor = citation.fingerprint.anchor
         base = self._origin_base(verifier, citation) if verifier is not None else None
         judged = [(p, self._provenance(base, file, p) if base is not None else None)
                   for p in places]
@@ -182,6 +214,8 @@ class AnchorLocator(Locator):
                     if self._provenance(base, file, p, fast=False) is Provenance.KEPT] or kept
         if kept:
             return _nearest(kept, citation.line_start), ambiguous
+        citation = self._anchored(verifier, citation)
+        anchor = citation.fingerprint.anchor
         fresh = [p for p, origin in judged if origin is not Provenance.OTHER]
         if _whole_definition(citation) and fresh:
             # the definition, header and all, moved within the file: no parse needed
@@ -214,17 +248,29 @@ class AnchorLocator(Locator):
 
     def locate(self, verifier: Verifier, citation: Citation, revision: str,
                tree: Mapping[str, str], file: FileText | None) -> CitationCheck | None:
-        here = self._by_anchor(verifier, citation, citation.path, file, cited_file=True) \
-            if file is not None else None
+        here = None
+        if file is not None:
+            citation = self._anchored(verifier, citation)
+            if _may_define(file, citation):  # else no definition of that name is left
+                here = self._by_anchor(verifier, citation, citation.path, file,
+                                       cited_file=True)
         if here is not None and (here.outcome is Outcome.RELOCATED
                                  or (here.similarity or 0.0) >= CHANGED_THRESHOLD):
             return here  # found, or edited in place: nothing left to follow
         diff = self._diff(verifier, citation, revision, tree)
         renamed_from = {new: old for old, new in diff[1].items()} if diff else {}
         renamed = diff[1].get(citation.path) if diff else None
-        found: tuple[int, CitationCheck] | None = None  # the best relocation by rank
-        elsewhere: CitationCheck | None = None  # the best edited copy
-        for path in self._candidates(verifier, citation, revision, tree):
+        # (rank, candidate order, check): the best relocation is the first of the best rank
+        found: list[tuple[int, int, CitationCheck]] = []
+        # (-similarity, candidate order, check): the best edited copy, the first of them
+        edited: list[tuple[float, int, CitationCheck]] = []
+        # candidates whose text shows they cannot hold the definition intact (no rank 0),
+        # or not even the cited code (at most an edited copy): parsed only when no
+        # candidate gives rank 0 (the code moved intact: the common case), the latter
+        # only when no candidate holds the code at all
+        later: list[tuple[int, str, FileText]] = []
+        edits_only: list[tuple[int, str, FileText]] = []
+        for order, path in enumerate(self._candidates(verifier, citation, revision, tree)):
             moved = verifier.files.get(tree[path])
             if moved is None:
                 continue
@@ -236,6 +282,7 @@ class AnchorLocator(Locator):
                     (place, ambiguous), rank = self.choose(verifier, citation, path, moved,
                                                            places), 0
                 else:
+                    citation = self._anchored(verifier, citation)
                     place, ambiguous, rank = self._choose_elsewhere(
                         verifier, citation, path, moved, places, here is None, renamed_from)
                 if place is not None:
@@ -243,33 +290,93 @@ class AnchorLocator(Locator):
                                           1.0, ambiguous, step=4, detail=f"moved to {place}")
                     if rank == 0:
                         return check  # in the same definition: nothing can be better
-                    if found is None or rank < found[0]:
-                        found = (rank, check)
+                    found.append((rank, order, check))
                     continue
+            citation = self._anchored(verifier, citation)  # the rest is by anchor
             if not cited_file and not _may_define(moved, citation):
                 continue  # parsing is dear: not for a file that cannot hold the name
-            for rank, simple_ok in ((0, False), (2, True)):
-                named = self._by_anchor(verifier, citation, path, moved,
-                                        cited_file=cited_file, simple_ok=simple_ok,
-                                        renamed_from=renamed_from)
-                if named is None:
-                    continue
-                if named.outcome is Outcome.RELOCATED:
-                    if not self._intact(citation, path, moved):
-                        rank += 1  # found in an edited definition: keep looking
-                    if rank == 0:
-                        return named
-                    if found is None or rank < found[0]:
-                        found = (rank, named)
-                elif elsewhere is None or (named.similarity or 0.0) > (elsewhere.similarity
-                                                                      or 0.0):
-                    elsewhere = named
-                break
-        if found is not None:
-            return found[1]
+            best = 0 if cited_file else self._best_possible(verifier, citation, moved)
+            if best != 0:
+                (later if best is not None else edits_only).append((order, path, moved))
+                continue
+            rank_check = self._named_in(verifier, citation, path, moved, cited_file,
+                                        renamed_from)
+            if rank_check is not None and rank_check[0] == 0:
+                return rank_check[1]
+            _note(rank_check, order, found, edited)
+        for order, path, moved in later + (edits_only if not found else []):
+            _note(self._named_in(verifier, citation, path, moved, False, renamed_from),
+                  order, found, edited)
+        if found:
+            return min(found, key=_first_two)[2]
         # the definition still in its file, however little of it is left, is the code;
         # an edited copy elsewhere only when it is gone from there
-        return here or elsewhere
+        return here or (min(edited, key=_first_two)[2] if edited else None)
+
+    def _named_in(self, verifier: Verifier, citation: Citation, path: str, file: FileText,
+                  cited_file: bool, renamed_from: Mapping[str, str]
+                  ) -> tuple[int | None, CitationCheck] | None:
+        """The anchor's definition in a candidate file, by qualified name, else (not in
+        the cited file's new name) by simple name: ``(rank, relocated)`` with the rank
+        of ``_identified`` (0 only for the intact definition), ``(None, changed)`` for
+        an edited copy, None for nothing."""
+        for rank, simple_ok in ((0, False), (2, True)):
+            named = self._by_anchor(verifier, citation, path, file, cited_file=cited_file,
+                                    simple_ok=simple_ok, renamed_from=renamed_from)
+            if named is None:
+                continue
+            if named.outcome is not Outcome.RELOCATED:
+                return None, named
+            if not self._intact(citation, path, file):
+                rank += 1  # found in an edited definition: keep looking
+            return rank, named
+        return None
+
+    def _best_possible(self, verifier: Verifier, citation: Citation,
+                       file: FileText) -> int | None:
+        """The best rank ``_named_in`` could give in ``file``, judged on its text before
+        parsing it: 0 if the old definition's text occurs in it, else 1 if the cited
+        code's does, else None (at most an edited copy). Texts are compared without
+        whitespace and commas, which ``text_hash`` ignores or may drop. 0 (no test) when
+        the old file cannot be read."""
+        anchor = citation.fingerprint.anchor
+        try:
+            old = self._old_file(verifier, citation.blob_sha)
+            definition = self._old_definition(verifier, citation)
+        except SourceUnavailable:
+            return 0
+        if anchor is None or old is None or definition is None \
+                or definition.text_hash != anchor.text_hash:
+            return 0
+        text = file.squeezed()
+        if squeeze("".join(old.lines[definition.start_line - 1 : definition.end_line])) in text:
+            return 0
+        if squeeze("".join(old.lines[citation.line_start - 1 : citation.line_end])) in text:
+            return 1
+        return None
+
+    def _anchored(self, verifier: Verifier | None, citation: Citation) -> Citation:
+        """The citation with its anchor: as fingerprinted, or with ``derive_anchors``,
+        derived from the cited file at its commit (as ``fingerprint_citation`` would)."""
+        if (not self.derive_anchors or verifier is None or not citation.blob_sha
+                or citation.fingerprint.anchor is not None):
+            return citation
+        key = (citation.blob_sha, citation.path, citation.line_start, citation.line_end)
+        if key in self._anchors:
+            anchor = self._anchors[key]
+        else:
+            old = self._old_file(verifier, citation.blob_sha)
+            anchor = None if old is None else self.index.anchor_for(
+                citation.path, old.text, citation.line_start, citation.line_end,
+                key=old.blob_sha, hashes=old.hashes)
+            self._anchors[key] = anchor
+            while len(self._anchors) > _ANCHORS_CACHE:
+                self._anchors.popitem(last=False)
+        if anchor is None:
+            return citation
+        fingerprint = citation.fingerprint
+        return replace(citation, fingerprint=Fingerprint(fingerprint.snippet_hash,
+                                                         fingerprint.line_hashes, anchor))
 
     def _intact(self, citation: Citation, path: str, file: FileText) -> bool:
         """Whether ``file`` holds the anchor's definition unchanged (name and text)."""
@@ -289,9 +396,11 @@ class AnchorLocator(Locator):
         base = self._candidate_base(verifier, citation, path, renamed_from)
         fresh = [p for p in places
                  if base is None or self._provenance(base, file, p) is not Provenance.OTHER]
+        if not fresh:
+            return None, False, 0  # every copy was there all along: no parse needed
         anchor = citation.fingerprint.anchor
         if anchor is None:
-            if not fresh or not _distinctive(citation):
+            if not _distinctive(citation):
                 return None, False, 0
             return _nearest(fresh, citation.line_start), len(places) > 1, 0
         defs = self._defs(path, file)
@@ -493,6 +602,8 @@ class AnchorLocator(Locator):
         if fast and base.cited is not None and _same_context(base.old, base.cited, file,
                                                               place):
             return Provenance.KEPT
+        if base.cited is None and _unheard_of(base.old, file, place):
+            return Provenance.ADDED  # what the alignment would say, without aligning
         origins = self._origins_of(base.old, file)
         if origins is None:
             return None
@@ -615,10 +726,15 @@ class AnchorLocator(Locator):
     def _candidates(self, verifier: Verifier, citation: Citation, revision: str,
                     tree: Mapping[str, str]) -> list[str]:
         """Files the code may have moved to: the file's new name first, then files added
-        or changed since the citation's commit, nearest paths first."""
+        or changed since the citation's commit, nearest paths first (the same list for
+        every citation of a file: kept per locator)."""
         diff = self._diff(verifier, citation, revision, tree)
-        if diff is None:
+        if diff is None or not citation.sha:
             return []
+        key = (citation.sha, revision, citation.path)
+        if key in self._candidate_lists:
+            self._candidate_lists.move_to_end(key)
+            return self._candidate_lists[key]
         changed, renamed = diff
         first = renamed.get(citation.path)
         language = treesitter.language_for(citation.path)
@@ -627,8 +743,11 @@ class AnchorLocator(Locator):
             (p for p in changed if p != citation.path and p != first),
             key=lambda p: (treesitter.language_for(p) != language,
                            not p.startswith(stem), p))
-        out = ([first] if first and first in tree else []) + ordered
-        return out[:MAX_CANDIDATES]
+        out = (([first] if first and first in tree else []) + ordered)[:MAX_CANDIDATES]
+        self._candidate_lists[key] = out
+        while len(self._candidate_lists) > _CANDIDATE_LISTS:
+            self._candidate_lists.popitem(last=False)
+        return out
 
 
 def line_origins(old: FileText, new: FileText) -> tuple[int, ...] | None:
@@ -651,6 +770,16 @@ def line_origins(old: FileText, new: FileText) -> tuple[int, ...] | None:
 
 #: Non-blank lines compared on each side of a place by ``_same_context``.
 _CONTEXT = 3
+
+
+def _unheard_of(old: FileText, new: FileText, place: Location) -> bool:
+    """Whether a non-blank line at ``place`` in ``new`` occurs nowhere in ``old``: the
+    line alignment cannot keep it from an old line then (unless the files are too big
+    to align, which is left to the alignment's own answer)."""
+    if max(len(old.hashes), len(new.hashes)) > MAX_ALIGN_LINES:
+        return False
+    hashes = new.hashes[place.line_start - 1 : place.line_end]
+    return any(h != BLANK and not old.positions(h) for h in hashes)
 
 
 def _same_context(old: FileText, cited: tuple[int, int], new: FileText,
@@ -757,8 +886,34 @@ def _may_define(file: FileText, citation: Citation) -> bool:
     anchor = citation.fingerprint.anchor
     if anchor is None:
         return False
-    words = _WORD.findall(_simple(anchor.name))
-    return not words or words[-1] in file.text
+    word = _last_word(anchor.name)
+    return not word or word in file.text
+
+
+@functools.lru_cache(maxsize=4096)
+def _last_word(name: str) -> str:
+    """The last word of a qualified name's simple name ("" if it has none); asked for
+    every candidate file of every citation, of a handful of names."""
+    words = _WORD.findall(_simple(name))
+    return words[-1] if words else ""
+
+
+def _note(rank_check: tuple[int | None, CitationCheck] | None, order: int,
+          found: list[tuple[int, int, CitationCheck]],
+          edited: list[tuple[float, int, CitationCheck]]) -> None:
+    """File a candidate's answer (see ``AnchorLocator._named_in``) with its order."""
+    if rank_check is None:
+        return
+    rank, check = rank_check
+    if rank is not None:
+        found.append((rank, order, check))
+    else:
+        edited.append((-(check.similarity or 0.0), order, check))
+
+
+def _first_two(entry: tuple[float, int, CitationCheck]) -> tuple[float, int]:
+    """Rank (or minus the similarity), then candidate order: the best, then the first."""
+    return entry[0], entry[1]
 
 
 def _simple(name: str) -> str:

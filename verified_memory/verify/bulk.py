@@ -8,6 +8,7 @@ One bad input yields an error for its id and does not stop the run.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -20,6 +21,9 @@ from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
 
 __all__ = ["check_citations", "parse_jsonl"]
+
+#: Refs (commit shas, mostly) resolved once per run and remembered.
+_REFS_CACHE = 1024
 
 
 def parse_jsonl(lines: Iterable[str]) -> Iterator[tuple[Any, Mapping[str, Any] | str]]:
@@ -45,11 +49,15 @@ def check_citations(source: CodeSource, items: Iterable[tuple[Any, Mapping[str, 
     similarity}`` with the code's current place, or ``{id, error}`` for a bad input.
 
     ``ref`` is resolved before anything is read, so an unknown ref raises ``NotFound``
-    here, once, even for an empty input, rather than failing every line."""
+    here, once, even for an empty input, rather than failing every line.
+
+    The default locator derives each citation's anchor only when the ladder needs it:
+    a citation whose file did not change, or whose lines are found again by their
+    hashes alone, costs no parse."""
     if locator is None:
         from verified_memory.verify.anchored import AnchorLocator
 
-        locator = AnchorLocator()
+        locator = AnchorLocator(derive_anchors=True)
     revision = source.resolve(ref)
     tree = source.tree(revision)
     return _check(source, items, ref, revision, tree, Verifier(source, locator=locator))
@@ -59,6 +67,9 @@ def _check(source: CodeSource, items: Iterable[tuple[Any, Mapping[str, Any] | st
            ref: str, revision: str, tree: Mapping[str, str],
            verifier: Verifier) -> Iterator[dict[str, Any]]:
     files: FileCache = verifier.files  # one cache: the old and the new code read once
+    # a ref names one commit for the whole run (and a full sha forever): resolve it once
+    resolve = functools.lru_cache(maxsize=_REFS_CACHE)(source.resolve)
+    with_anchor = verifier.locator is None or not verifier.locator.derive_anchors
     for item_id, data in items:
         if isinstance(data, str):
             yield {"id": item_id, "error": data}
@@ -67,7 +78,8 @@ def _check(source: CodeSource, items: Iterable[tuple[Any, Mapping[str, Any] | st
             if not data.get("sha"):
                 raise ValidationError("sha (the commit the citation was made at) is required")
             cite = parse_citation(data, "citation")
-            citation = fingerprint_citation(source, files, ref, cite, "citation")
+            citation = fingerprint_citation(source, files, ref, cite, "citation",
+                                            with_anchor=with_anchor, resolve=resolve)
         except (ValidationError, NotFound) as exc:
             yield {"id": item_id, "error": str(exc).removeprefix("citation: ")}
             continue

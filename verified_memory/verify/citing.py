@@ -7,6 +7,8 @@ binary or non-UTF-8 file.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from verified_memory.anchors import treesitter
 from verified_memory.anchors.fingerprint import fingerprint_lines, has_code
 from verified_memory.errors import ValidationError
@@ -18,13 +20,18 @@ __all__ = ["fingerprint_citation"]
 
 
 def fingerprint_citation(source: CodeSource, files: FileCache, ref: str, cite: CitationRef,
-                         where: str = "citation") -> Citation:
+                         where: str = "citation", *, with_anchor: bool = True,
+                         resolve: Callable[[str], str] | None = None) -> Citation:
     """The citation as stored: pinned to the commit ``cite.sha`` (or ``ref``) names.
 
     Raises ``NotFound`` for an unknown ref and ``ValidationError`` when the citation
-    points at nothing; ``where`` prefixes the message (e.g. ``citations[2]``)."""
+    points at nothing; ``where`` prefixes the message (e.g. ``citations[2]``).
+
+    ``with_anchor=False`` leaves out the tree-sitter anchor (a parse of the file), for a
+    locator that derives it when needed (``AnchorLocator(derive_anchors=True)``).
+    ``resolve`` replaces ``source.resolve`` (the bulk check resolves each ref once)."""
     named = cite.sha or ref
-    revision = source.resolve(named)
+    revision = (resolve or source.resolve)(named)
     at = named + (f" ({revision[:12]})" if revision != named else "")
     blob = source.tree(revision).get(cite.path)
     if blob is None:
@@ -38,8 +45,9 @@ def fingerprint_citation(source: CodeSource, files: FileCache, ref: str, cite: C
             f"{where}: lines {cite.line_start}-{cite.line_end} are past the end of "
             f"{cite.path}, which has {len(file.lines)} lines at {at}")
     anchor = treesitter.anchor_for(cite.path, file.text, cite.line_start, cite.line_end,
-                                   key=blob, hashes=file.hashes)
-    fingerprint = fingerprint_lines(file.lines, cite.line_start, cite.line_end, anchor=anchor)
+                                   key=blob, hashes=file.hashes) if with_anchor else None
+    fingerprint = fingerprint_lines(file.lines, cite.line_start, cite.line_end, anchor=anchor,
+                                    hashes=file.hashes)
     if not has_code(fingerprint):
         raise ValidationError(f"{where}: {cite.location} holds only blank lines")
     return Citation(cite.path, cite.line_start, cite.line_end,

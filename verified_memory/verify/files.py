@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from verified_memory.anchors.hashing import BLANK, line_hashes
-from verified_memory.anchors.normalize import decode_text, split_lines
+from verified_memory.anchors.normalize import decode_text, split_lines, squeeze
 from verified_memory.sources.base import CodeSource
 
 __all__ = ["FileCache", "FileText"]
@@ -25,7 +25,10 @@ class FileText:
     text: str
     lines: list[str]
     hashes: tuple[int, ...]
-    _positions: dict[int, list[int]] | None = field(default=None, repr=False)
+    _last: dict[int, int] | None = field(default=None, repr=False)
+    _first: dict[int, int] = field(default_factory=dict, repr=False)
+    _repeated: dict[int, list[int]] = field(default_factory=dict, repr=False)
+    _squeezed: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_bytes(cls, blob_sha: str, data: bytes) -> FileText | None:
@@ -36,14 +39,34 @@ class FileText:
         return cls(blob_sha, text, lines, line_hashes(lines))
 
     def positions(self, line_hash: int) -> Sequence[int]:
-        """0-based indices of the lines with this hash (built once, on first use)."""
-        if self._positions is None:
-            index: dict[int, list[int]] = {}
-            for i, h in enumerate(self.hashes):
-                if h != BLANK:
-                    index.setdefault(h, []).append(i)
-            self._positions = index
-        return self._positions.get(line_hash, ())
+        """0-based indices of the lines with this hash, in order.
+
+        Built on first use from two dicts made at C speed (the last and the first line
+        of each hash): most lines are unique, and only a hash on several lines is looked
+        for again, between its first and last line, once."""
+        if self._last is None:
+            hashes = self.hashes
+            self._last = dict(zip(hashes, range(len(hashes)), strict=True))
+            self._first = dict(zip(reversed(hashes), range(len(hashes) - 1, -1, -1),
+                                   strict=True))
+        last = self._last.get(line_hash)
+        if last is None or line_hash == BLANK:
+            return ()
+        first = self._first[line_hash]
+        if first == last:
+            return (first,)
+        found = self._repeated.get(line_hash)
+        if found is None:
+            hashes = self.hashes
+            found = self._repeated[line_hash] = [i for i in range(first, last + 1)
+                                                 if hashes[i] == line_hash]
+        return found
+
+    def squeezed(self) -> str:
+        """``normalize.squeeze`` of the text (built once, on first use)."""
+        if self._squeezed is None:
+            self._squeezed = squeeze(self.text)
+        return self._squeezed
 
 
 class FileCache:

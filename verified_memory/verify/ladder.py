@@ -202,6 +202,10 @@ class Locator:
     occurrence in step 3, the best partial match in step 5) and finds nothing in
     step 4; ``verify.anchored.AnchorLocator`` is the real one."""
 
+    #: Whether this locator derives a citation's anchor from the cited file itself
+    #: when a step needs it, so that citations may be fingerprinted without one.
+    derive_anchors: bool = False
+
     def confirm(self, verifier: Verifier, citation: Citation, file: FileText) -> bool:
         """Step 2: are the equal lines at the cited place the cited code (not another
         copy of it that slid into its place)?"""
