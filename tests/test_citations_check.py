@@ -24,6 +24,7 @@ from tests.gitrepo import GitRepo
 from verified_memory.anchors.treesitter import DefinitionIndex
 from verified_memory.cli import main
 from verified_memory.sources.local_git import LocalGitSource
+from verified_memory.verify import bulk
 from verified_memory.verify.anchored import AnchorLocator
 from verified_memory.verify.bulk import check_citations
 
@@ -375,3 +376,100 @@ def test_each_ref_is_resolved_once_per_run(repo: GitRepo,
     # citation; the source resolves a few more itself (for its trees and renames)
     assert resolved.count("v1") == resolved.count(first(repo)[:12]) == 1
     assert len(resolved) < 10
+
+
+# ----------------------------------------------------------------------------- workers
+
+
+def many_files(tmp_path: Path) -> tuple[GitRepo, list[tuple[Any, dict[str, Any] | str]]]:
+    """Twelve modules whose functions all moved down, cited 24 times each, with a bad
+    line between them: more than ``PARALLEL_MIN``, so ``jobs`` > 1 uses workers."""
+    repo = GitRepo(tmp_path / "many")
+    for n in range(12):
+        repo.write(f"pkg/mod{n}.py", RATES.replace("convert", f"convert{n}"))
+    repo.commit("initial")
+    sha = repo.run("rev-parse", "HEAD")
+    for n in range(12):
+        repo.write(f"pkg/mod{n}.py", f"# module {n}\n\n" + RATES.replace("convert", f"convert{n}"))
+    repo.commit("headers")
+    items: list[tuple[Any, dict[str, Any] | str]] = []
+    for i in range(24):
+        for n in range(12):
+            cite = {"id": f"{n}-{i}", "path": f"pkg/mod{n}.py", "line_start": 6 + i % 3,
+                    "line_end": 8 + i % 6, "sha": sha}
+            items.append((cite["id"], cite))
+        items.append((f"bad-{i}", "line is not valid JSON"))
+    return repo, items
+
+
+def test_workers_give_the_answers_of_one_process_in_input_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, items = many_files(tmp_path)
+    started = tmp_path / "workers"
+    real_start = bulk._start_worker
+
+    def start_and_record() -> None:  # runs in each forked worker
+        with started.open("a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        real_start()
+
+    monkeypatch.setattr(bulk, "_start_worker", start_and_record)
+    with LocalGitSource(repo.path) as source:
+        alone = list(check_citations(source, items, "HEAD", jobs=1))
+        assert not started.exists()
+        shared = list(check_citations(source, items, "HEAD", jobs=2))
+    pids = set(started.read_text().split())
+    assert len(pids) == 2
+    assert str(os.getpid()) not in pids
+    assert shared == alone
+    assert [r["id"] for r in shared] == [item_id for item_id, _ in items]
+    moved = [r for r in shared if "status" in r]
+    assert len(moved) == 288
+    assert {r["status"] for r in moved} == {"relocated"}
+    assert all(r["line_start"] == items[i][1]["line_start"] + 2  # type: ignore[index]
+               for i, r in enumerate(shared) if "status" in r)
+    assert [r["error"] for r in shared if "error" in r] == ["line is not valid JSON"] * 24
+
+
+def test_small_runs_and_sources_that_cannot_reopen_stay_in_one_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, items = many_files(tmp_path)
+    monkeypatch.setattr(bulk, "_check_in_workers", lambda *a: pytest.fail("workers used"))
+    with LocalGitSource(repo.path) as source:
+        few = list(check_citations(source, items[:bulk.PARALLEL_MIN], "HEAD", jobs=2))
+        assert len(few) == bulk.PARALLEL_MIN
+        assert "status" in few[0]
+
+        class Plain:  # the same code, through a source without ``reopen``
+            pins_commits = True
+            resolve, tree, read_blob = source.resolve, source.tree, source.read_blob
+            renames, close = source.renames, source.close
+
+        plain = list(check_citations(Plain(), items, "HEAD", jobs=2))
+        assert plain == list(check_citations(source, items, "HEAD", jobs=1))
+
+
+def test_pieces_keep_a_file_together_and_share_the_work_out() -> None:
+    items: list[tuple[Any, dict[str, Any] | str]] = [
+        (f"{path}-{i}", {"path": path}) for path, n in (("a", 9), ("b", 5), ("c", 4),
+                                                          ("d", 3)) for i in range(n)]
+    items.append(("oops", "bad line"))
+    pieces = bulk._pieces(items, 2)
+    assert sorted(index for piece in pieces for index, _, _ in piece) == list(range(22))
+    paths = [{data["path"] if isinstance(data, dict) else None for _, _, data in piece}
+             for piece in pieces]
+    # the largest groups first, each to the lightest piece: a | b, c | d | the bad line
+    assert paths == [{"a", "d"}, {"b", "c", None}]
+    assert [len(piece) for piece in pieces] == [12, 10]
+    assert len(bulk._pieces(items, 8)) == 5  # never more pieces than paths
+
+
+def test_jobs_must_be_at_least_one(repo: GitRepo, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["citations", "check", "--repo", os.fspath(repo.path), "--jobs", "0"])
+    assert exit_info.value.code == 2
+    assert "--jobs" in capsys.readouterr().err
+    code, got, _ = run_cli(capsys, monkeypatch, "--repo", os.fspath(repo.path), "-j", "1",
+                           stdin=jsonl(citations(repo)))
+    assert (code, got) == (0, expected())

@@ -27,6 +27,7 @@ from verified_memory.sources import (
     parse_remote_url,
     repo_from_remote,
 )
+from verified_memory.sources.base import Reopenable
 
 symlinks = pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges")
 
@@ -273,6 +274,22 @@ def test_close_is_idempotent_and_reopens_lazily(repo: GitRepo) -> None:
     source.close()
     assert source.resolve("HEAD") == repo.head
     source.close()
+
+
+def test_reopen_gives_a_twin_with_its_own_process(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = PopenSpy(monkeypatch)
+    with LocalGitSource(repo.path) as source:
+        blob = source.tree(source.resolve("HEAD"))["README.md"]
+        twin = source.reopen()
+        assert isinstance(twin, Reopenable)
+        assert twin is not source
+        assert twin.path == source.path
+        assert twin.read_blob(blob) == source.read_blob(blob)
+        assert len(spy.catfiles()) == 2  # one pipe each
+    with twin:  # the original is closed; its twin reads on
+        assert twin.tree(twin.resolve("HEAD"))["README.md"] == blob
 
 
 def test_a_forgotten_source_stops_its_process(

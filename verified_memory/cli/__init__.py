@@ -439,17 +439,22 @@ def citations() -> None:
 @click.option("--ref", default="HEAD", show_default=True, help="Revision to check at.")
 @click.option("--input", "input_file", default="-", show_default=True, metavar="FILE.jsonl",
               help="One citation a line: {id, path, line_start, line_end, sha}.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Worker processes for large inputs (default: one per usable CPU; "
+                   "under 200 citations always one).")
 @click.option("--json", "as_json", is_flag=True,
               help="JSON lines out (the default; accepted for symmetry).")
-def citations_check(repo_path: Path, ref: str, input_file: str, as_json: bool) -> None:
+def citations_check(repo_path: Path, ref: str, input_file: str, jobs: int | None,
+                    as_json: bool) -> None:
     """Check citations made at old commits against REF: one JSON line out per line in,
     {id, status, path, line_start, line_end, similarity} with the current place; a bad
     input line gets {id, error} and does not stop the run."""
     from verified_memory.sources.local_git import LocalGitSource
-    from verified_memory.verify.bulk import check_citations, parse_jsonl
+    from verified_memory.verify.bulk import check_citations, parse_jsonl, usable_cpus
 
     with LocalGitSource(repo_path) as source, click.open_file(input_file, encoding="utf-8") as fh:
-        for result in check_citations(source, parse_jsonl(fh), ref):
+        for result in check_citations(source, parse_jsonl(fh), ref,
+                                      jobs=jobs or usable_cpus()):
             sys.stdout.write(json.dumps(result) + "\n")
 
 

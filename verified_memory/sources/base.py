@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
-__all__ = ["ClosingSource", "CodeSource", "Rename", "git_blob_sha"]
+__all__ = ["ClosingSource", "CodeSource", "Rename", "Reopenable", "git_blob_sha"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +53,15 @@ class CodeSource(Protocol):
 
     def close(self) -> None:
         """Stop helper processes and connections. Safe to call twice."""
+
+
+@runtime_checkable
+class Reopenable(Protocol):
+    """A source that can open a twin of itself: the same code through its own helper
+    processes and caches, for a worker process to use (a pipe cannot be shared)."""
+
+    def reopen(self) -> CodeSource:
+        """A new, independent source over the same code."""
 
 
 class ClosingSource:

@@ -317,6 +317,11 @@ class LocalGitSource(ClosingSource):
     def __repr__(self) -> str:
         return f"LocalGitSource({os.fspath(self.path)!r})"
 
+    def reopen(self) -> LocalGitSource:
+        """A twin over the same repository with its own cat-file process and caches (for
+        a worker process: the pipe of this one must stay with its owner)."""
+        return LocalGitSource(self.path, cache_bytes=self._blobs.max_bytes)
+
     def close(self) -> None:
         """Stop the cat-file process. Safe to call twice; a later call starts a new one."""
         with self._lock:

@@ -4,29 +4,52 @@ Each input is ``{"id", "path", "line_start", "line_end", "sha"}`` where ``sha`` 
 commit the citation was made at. The original code is read there (so the citation is
 fingerprinted exactly as a memory would have been), then the ladder runs at ``ref``.
 One bad input yields an error for its id and does not stop the run.
+
+With ``jobs`` > 1 a large run is shared among worker processes (forked, so each
+starts with everything already imported and the run's tree already listed): the
+citations of one file stay together, so each file is still read and parsed once, and
+each worker reads the code through its own twin of the source. Tree-sitter holds the
+GIL while it parses, so threads would not help.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Iterator, Mapping
+import multiprocessing
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from verified_memory.errors import NotFound, SourceUnavailable, ValidationError
 from verified_memory.models import Location, parse_citation
-from verified_memory.sources.base import CodeSource
+from verified_memory.sources.base import CodeSource, Reopenable
 from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
 
-__all__ = ["check_citations", "parse_jsonl"]
+__all__ = ["check_citations", "parse_jsonl", "usable_cpus"]
 
 #: Refs (commit shas, mostly) resolved once per run and remembered.
 _REFS_CACHE = 1024
+#: Fewer citations than this stay in one process: starting workers would cost more.
+PARALLEL_MIN = 200
+#: Pieces of work per worker, so that one that drew the costly files does not finish
+#: last, alone.
+_PIECES_PER_JOB = 4
+
+Item = tuple[Any, Mapping[str, Any] | str]
 
 
-def parse_jsonl(lines: Iterable[str]) -> Iterator[tuple[Any, Mapping[str, Any] | str]]:
+def usable_cpus() -> int:
+    """The CPUs this process may run on (the default for ``--jobs``)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def parse_jsonl(lines: Iterable[str]) -> Iterator[Item]:
     """(id, object) per non-empty line, or (id or line number, error message)."""
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -42,8 +65,8 @@ def parse_jsonl(lines: Iterable[str]) -> Iterator[tuple[Any, Mapping[str, Any] |
         yield data.get("id", f"line {number}"), data
 
 
-def check_citations(source: CodeSource, items: Iterable[tuple[Any, Mapping[str, Any] | str]],
-                    ref: str = "HEAD", locator: Locator | None = None
+def check_citations(source: CodeSource, items: Iterable[Item], ref: str = "HEAD",
+                    locator: Locator | None = None, *, jobs: int = 1
                     ) -> Iterator[dict[str, Any]]:
     """One result per input, in input order: ``{id, status, path, line_start, line_end,
     similarity}`` with the code's current place, or ``{id, error}`` for a bad input.
@@ -53,19 +76,29 @@ def check_citations(source: CodeSource, items: Iterable[tuple[Any, Mapping[str, 
 
     The default locator derives each citation's anchor only when the ladder needs it:
     a citation whose file did not change, or whose lines are found again by their
-    hashes alone, costs no parse."""
+    hashes alone, costs no parse.
+
+    ``jobs`` > 1 shares a run of at least ``PARALLEL_MIN`` citations among that many
+    worker processes when the source can be reopened (``LocalGitSource``) and the
+    platform can fork; the answers are the same, still in input order."""
     if locator is None:
         from verified_memory.verify.anchored import AnchorLocator
 
         locator = AnchorLocator(derive_anchors=True)
     revision = source.resolve(ref)
     tree = source.tree(revision)
-    return _check(source, items, ref, revision, tree, Verifier(source, locator=locator))
+    verifier = Verifier(source, locator=locator)
+    if jobs > 1 and isinstance(source, Reopenable) \
+            and "fork" in multiprocessing.get_all_start_methods():
+        listed = list(items)
+        if sum(isinstance(data, Mapping) for _, data in listed) >= PARALLEL_MIN:
+            return _check_in_workers(source, listed, ref, revision, tree, verifier, jobs)
+        items = listed
+    return _check(source, items, ref, revision, tree, verifier)
 
 
-def _check(source: CodeSource, items: Iterable[tuple[Any, Mapping[str, Any] | str]],
-           ref: str, revision: str, tree: Mapping[str, str],
-           verifier: Verifier) -> Iterator[dict[str, Any]]:
+def _check(source: CodeSource, items: Iterable[Item], ref: str, revision: str,
+           tree: Mapping[str, str], verifier: Verifier) -> Iterator[dict[str, Any]]:
     files: FileCache = verifier.files  # one cache: the old and the new code read once
     # a ref names one commit for the whole run (and a full sha forever): resolve it once
     resolve = functools.lru_cache(maxsize=_REFS_CACHE)(source.resolve)
@@ -103,3 +136,63 @@ def _result(item_id: Any, status: str, path: Any, place: Location | None,
         "line_end": place.line_end if place else None,
         "similarity": similarity,
     }
+
+
+# --------------------------------------------------------------------- worker processes
+
+#: What the workers of the current parallel run inherit when they are forked.
+_inherited: tuple[Reopenable, str, str, Mapping[str, str], Locator | None] | None = None
+#: A worker's own source and verifier, made once when it starts.
+_worker: tuple[CodeSource, str, str, Mapping[str, str], Verifier] | None = None
+
+Piece = list[tuple[int, Any, Mapping[str, Any] | str]]
+
+
+def _check_in_workers(source: Reopenable, items: Sequence[Item], ref: str, revision: str,
+                      tree: Mapping[str, str], verifier: Verifier,
+                      jobs: int) -> Iterator[dict[str, Any]]:
+    global _inherited
+    pieces = _pieces(items, jobs * _PIECES_PER_JOB)
+    results: list[dict[str, Any] | None] = [None] * len(items)
+    _inherited = (source, ref, revision, tree, verifier.locator)
+    try:
+        with multiprocessing.get_context("fork").Pool(
+                min(jobs, len(pieces)), initializer=_start_worker) as pool:
+            for answered in pool.imap_unordered(_check_piece, pieces):
+                for index, result in answered:
+                    results[index] = result
+    finally:
+        _inherited = None
+    for answer in results:
+        assert answer is not None  # every index is in exactly one piece
+        yield answer
+
+
+def _pieces(items: Sequence[Item], count: int) -> list[Piece]:
+    """Items split into up to ``count`` pieces of about equal size, the citations of one
+    path always in the same piece (so its files are read and parsed by one worker)."""
+    by_path: dict[Any, Piece] = {}
+    for index, (item_id, data) in enumerate(items):
+        path = data.get("path") if isinstance(data, Mapping) else None
+        by_path.setdefault(path if isinstance(path, str) else None, []).append(
+            (index, item_id, data))
+    pieces: list[Piece] = [[] for _ in range(min(count, len(by_path)))]
+    for group in sorted(by_path.values(), key=len, reverse=True):
+        min(pieces, key=len).extend(group)  # the largest groups first, each to the lightest
+    return pieces
+
+
+def _start_worker() -> None:
+    global _worker
+    assert _inherited is not None
+    source, ref, revision, tree, locator = _inherited
+    twin = source.reopen()
+    _worker = (twin, ref, revision, tree, Verifier(twin, locator=locator))
+
+
+def _check_piece(piece: Piece) -> list[tuple[int, dict[str, Any]]]:
+    assert _worker is not None
+    source, ref, revision, tree, verifier = _worker
+    answers = _check(source, [(item_id, data) for _, item_id, data in piece], ref,
+                     revision, tree, verifier)
+    return [(index, answer) for (index, _, _), answer in zip(piece, answers, strict=True)]
