@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,6 +131,13 @@ def _windows(parsed: syntax.FileSyntax, d: treesitter.Definition) -> list[tuple[
     return out
 
 
+def _inside(part: Sequence[int], whole: Sequence[int]) -> int | None:
+    """Where ``part`` occurs as a run of ``whole`` (the only place), or None."""
+    places = [i for i in range(len(whole) - len(part) + 1)
+              if list(whole[i:i + len(part)]) == list(part)]
+    return places[0] if len(places) == 1 else None
+
+
 def _oracle(cid: str, sha: str, path: str, start: int, end: int, whole: bool,
             d: treesitter.Definition, found: list[tuple[str, treesitter.Definition]]
             ) -> HistoryCase:
@@ -142,5 +150,11 @@ def _oracle(cid: str, sha: str, path: str, start: int, end: int, whole: bool,
         return HistoryCase(cid, sha, path, start, end, "definition unchanged", expect,
                            new_path, lo, hi)
     if whole and len(found) == 1 and found[0][1].text_hash != d.text_hash:
+        new_path, n = found[0]
+        at = _inside(d.line_hashes, n.line_hashes)
+        if at is not None:  # every cited line intact, the definition grew around them
+            lo = n.start_line + at
+            return HistoryCase(cid, sha, path, start, end, "definition grew", "moved",
+                               new_path, lo, lo + (end - start))
         return HistoryCase(cid, sha, path, start, end, "definition edited", "changed")
     return HistoryCase(cid, sha, path, start, end, "no oracle", "unknown")
