@@ -1146,6 +1146,64 @@ def test_duplicate_snippet_the_one_inside_the_anchor_wins(history: History) -> N
     assert got.ambiguous
 
 
+PPROF_GO = src('''
+    package trace
+
+    func computeSyscall(events []*Event) Profile {
+    	prof := make(map[uint64]Record)
+    	for _, ev := range events {
+    		if ev.Type != EvGoSysCall || ev.Link == nil {
+    			continue
+    		}
+    		overlapping := overlap(ev)
+    		if overlapping > 0 {
+    			rec := prof[ev.StkID]
+    			rec.stk = ev.Stk
+    			rec.n++
+    			rec.time += overlapping.Nanoseconds()
+    			prof[ev.StkID] = rec
+    		}
+    	}
+    	return build(prof)
+    }
+
+    func computeSched(events []*Event) Profile {
+    	prof := make(map[uint64]Record)
+    	for _, ev := range events {
+    		if ev.Type != EvGoUnblock || ev.Link == nil {
+    			continue
+    		}
+    		overlapping := overlap(ev)
+    		if overlapping > 0 {
+    			rec := prof[ev.StkID]
+    			rec.stk = ev.Stk
+    			rec.n++
+    			rec.time += overlapping.Nanoseconds()
+    			prof[ev.StkID] = rec
+    		}
+    	}
+    	return build(prof)
+    }
+''')
+PPROF_SCHED = PPROF_GO[PPROF_GO.index("func computeSched"):]
+PPROF_BLOCK = "\t\t\trec := prof[ev.StkID]\n\t\t\trec.stk = ev.Stk\n\t\t\trec.n++\n"
+
+
+def test_an_edited_block_is_not_relocated_to_its_twin_among_the_same_neighbours(
+        history: History) -> None:
+    """Two functions share a block and the three lines on each side of it (Go's
+    runtime/trace does). Editing the second copy changes it: the first copy, which was
+    there all along, is not where the cited code went."""
+    history.start({"trace/pprof.go": PPROF_GO})
+    cited = history.cite("trace/pprof.go", *within(PPROF_GO, PPROF_SCHED, PPROF_BLOCK))
+    edited = PPROF_SCHED.replace("rec.n++", "rec.n += 2")
+    text = PPROF_GO.replace(PPROF_SCHED, edited)
+    history.repo.write("trace/pprof.go", text)
+    history.repo.commit("count twice")
+    changed(check_one(history, cited), "trace/pprof.go",
+            within(text, edited, PPROF_BLOCK.replace("rec.n++", "rec.n += 2")))
+
+
 def test_deleted_method_is_missing_even_when_its_lines_live_on_elsewhere(
         history: History) -> None:
     """Get is deleted; Take still has the same four lines. They are Take's, not Get's."""

@@ -600,7 +600,8 @@ class AnchorLocator(Locator):
         if base.old is None:
             return Provenance.ADDED
         if fast and base.cited is not None and _same_context(base.old, base.cited, file,
-                                                              place):
+                                                              place) \
+                and _once(base.old, base.cited):
             return Provenance.KEPT
         if base.cited is None and _unheard_of(base.old, file, place):
             return Provenance.ADDED  # what the alignment would say, without aligning
@@ -796,6 +797,12 @@ def _same_context(old: FileText, cited: tuple[int, int], new: FileText,
         if old_side != new_side:
             return False
     return True
+
+
+def _once(old: FileText, cited: tuple[int, int]) -> bool:
+    """Whether the cited rows occur once in ``old``: a twin block (with, often, the same
+    neighbours: two functions sharing their loop body) defeats ``_same_context``."""
+    return len(find_runs(old, old.hashes[cited[0]:cited[1] + 1])) == 1
 
 
 def _neighbours(hashes: Sequence[int], start: int, step: int) -> list[int]:
