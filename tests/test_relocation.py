@@ -1150,39 +1150,39 @@ PPROF_GO = src('''
     package trace
 
     func computeSyscall(events []*Event) Profile {
-    	prof := make(map[uint64]Record)
-    	for _, ev := range events {
-    		if ev.Type != EvGoSysCall || ev.Link == nil {
-    			continue
-    		}
-    		overlapping := overlap(ev)
-    		if overlapping > 0 {
-    			rec := prof[ev.StkID]
-    			rec.stk = ev.Stk
-    			rec.n++
-    			rec.time += overlapping.Nanoseconds()
-    			prof[ev.StkID] = rec
-    		}
-    	}
-    	return build(prof)
+    \tprof := make(map[uint64]Record)
+    \tfor _, ev := range events {
+    \t\tif ev.Type != EvGoSysCall || ev.Link == nil {
+    \t\t\tcontinue
+    \t\t}
+    \t\toverlapping := overlap(ev)
+    \t\tif overlapping > 0 {
+    \t\t\trec := prof[ev.StkID]
+    \t\t\trec.stk = ev.Stk
+    \t\t\trec.n++
+    \t\t\trec.time += overlapping.Nanoseconds()
+    \t\t\tprof[ev.StkID] = rec
+    \t\t}
+    \t}
+    \treturn build(prof)
     }
 
     func computeSched(events []*Event) Profile {
-    	prof := make(map[uint64]Record)
-    	for _, ev := range events {
-    		if ev.Type != EvGoUnblock || ev.Link == nil {
-    			continue
-    		}
-    		overlapping := overlap(ev)
-    		if overlapping > 0 {
-    			rec := prof[ev.StkID]
-    			rec.stk = ev.Stk
-    			rec.n++
-    			rec.time += overlapping.Nanoseconds()
-    			prof[ev.StkID] = rec
-    		}
-    	}
-    	return build(prof)
+    \tprof := make(map[uint64]Record)
+    \tfor _, ev := range events {
+    \t\tif ev.Type != EvGoUnblock || ev.Link == nil {
+    \t\t\tcontinue
+    \t\t}
+    \t\toverlapping := overlap(ev)
+    \t\tif overlapping > 0 {
+    \t\t\trec := prof[ev.StkID]
+    \t\t\trec.stk = ev.Stk
+    \t\t\trec.n++
+    \t\t\trec.time += overlapping.Nanoseconds()
+    \t\t\tprof[ev.StkID] = rec
+    \t\t}
+    \t}
+    \treturn build(prof)
     }
 ''')
 PPROF_SCHED = PPROF_GO[PPROF_GO.index("func computeSched"):]
@@ -1202,6 +1202,97 @@ def test_an_edited_block_is_not_relocated_to_its_twin_among_the_same_neighbours(
     history.repo.commit("count twice")
     changed(check_one(history, cited), "trace/pprof.go",
             within(text, edited, PPROF_BLOCK.replace("rec.n++", "rec.n += 2")))
+
+
+KEYMAP_RS = src('''
+    use crate::Arg;
+
+    pub struct MKeyMap {
+        keys: Vec<Key>,
+    }
+
+    /// Generate key types for a specific Arg.
+    fn append_keys(keys: &mut Vec<Key>, arg: &Arg, index: usize) {
+        if let Some(short) = arg.short {
+            let key = KeyType::Short(short);
+            keys.push(Key { key, index });
+        }
+        if let Some(long) = arg.long.clone() {
+            let key = KeyType::Long(long.into());
+            keys.push(Key { key, index });
+        }
+        for (long, _) in arg.aliases.iter() {
+            let key = KeyType::Long(long.into());
+            keys.push(Key { key, index });
+        }
+    }
+''')
+KEYMAP_FN = KEYMAP_RS[KEYMAP_RS.index("/// Generate"):]
+KEYMAP_ALIASES = "    for (long, _) in arg.aliases.iter() {\n"
+
+
+def test_a_repeated_block_moved_and_edited_is_not_relocated_to_its_sibling(
+        history: History) -> None:
+    """The function pushes the same two lines for each kind of key; it moves to a new
+    file and the last copy is edited. The first copy, which moved along unchanged, is
+    not where the cited (last) copy went: aligning the two definitions says so."""
+    history.start({"src/mkeymap.rs": KEYMAP_RS})
+    last_push = within(KEYMAP_RS, KEYMAP_FN[KEYMAP_FN.index(KEYMAP_ALIASES):],
+                       "        let key = KeyType::Long(long.into());\n"
+                       "        keys.push(Key { key, index });\n")
+    cited = history.cite("src/mkeymap.rs", *last_push)
+    edited = KEYMAP_FN.replace("keys.push(Key { key, index });\n    }\n}",
+                               "keys.push(Key { key, index: index + 1 });\n    }\n}")
+    assert edited != KEYMAP_FN
+    helpers = "use super::*;\n\n" + edited
+    history.repo.write("src/mkeymap.rs", KEYMAP_RS.replace(KEYMAP_FN, "").rstrip() + "\n")
+    history.repo.write("src/mkeymap_helpers.rs", helpers)
+    history.repo.commit("move append_keys out and change the alias index")
+    changed(check_one(history, cited), "src/mkeymap_helpers.rs",
+            within(helpers, edited[edited.index(KEYMAP_ALIASES):],
+                   "        let key = KeyType::Long(long.into());\n"
+                   "        keys.push(Key { key, index: index + 1 });\n"))
+
+
+CF_GO = src('''
+    package macos
+
+    func CFDataGetLength(data CFRef) int {
+    \treturn int(syscall(abi.FuncPCABI0(lengthTramp), uintptr(data), 0, 0, 0, 0, 0))
+    }
+
+    func CFErrorGetCode(errRef CFRef) int {
+    \treturn int(syscall(abi.FuncPCABI0(codeTramp), uintptr(errRef), 0, 0, 0, 0, 0))
+    }
+''')
+CF_CODE = CF_GO[CF_GO.index("func CFErrorGetCode"):]
+CF_CODE_EXPLODED = src('''
+    func CFErrorGetCode(errRef CFRef) int {
+    \treturn int(syscall(
+    \t\tabi.FuncPCABI0(codeTramp),
+    \t\tuintptr(errRef),
+    \t\t0,
+    \t\t0,
+    \t\t0,
+    \t\t0,
+    \t\t0,
+    \t))
+    }
+''')
+
+
+def test_an_argument_list_exploded_one_per_line_is_the_same_code(history: History) -> None:
+    """A formatter puts each argument on its own line (with Go's trailing comma): the
+    three cited lines become eleven, more than any fixed multiple of the citation's
+    length allows; the cited text's own length bounds the search instead."""
+    history.start({"macos/cf.go": CF_GO})
+    cited = history.cite_text("macos/cf.go", CF_GO, CF_CODE)
+    assert (cited.line_start, cited.line_end) == (7, 9)
+    text = "// Code generated by mkcf. DO NOT EDIT.\n\n" + CF_GO.replace(CF_CODE,
+                                                                        CF_CODE_EXPLODED)
+    history.repo.write("macos/cf.go", text)
+    history.repo.commit("gofmt")
+    moved(check_one(history, cited), "macos/cf.go", span(text, CF_CODE_EXPLODED))
 
 
 def test_deleted_method_is_missing_even_when_its_lines_live_on_elsewhere(

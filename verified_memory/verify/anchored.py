@@ -438,7 +438,11 @@ class AnchorLocator(Locator):
         if not cited_file and not same and not self._resembles_old(verifier, citation, best):
             return None  # a namesake elsewhere, not this definition moved and edited
         ambiguous = len(pool) > 1
-        window = _rewrapped(citation, file, best.start_line, best.end_line)
+        old = self._old_definition(verifier, citation) if best.text_hash != anchor.text_hash \
+            else None
+        siblings = _sibling_rows(citation, old, best) if old is not None else frozenset()
+        window = _rewrapped(citation, file, best.start_line, best.end_line,
+                            self._cited_chars(verifier, citation))
         if window is not None:
             place = Location(path, *window)
             base = (self._origin_base(verifier, citation) if cited_file
@@ -448,13 +452,15 @@ class AnchorLocator(Locator):
                 # other lines that were there all along, not the cited code (unless the
                 # definition itself is intact here: identical blocks align arbitrarily)
                 window = None
+            elif _twin(siblings, file, place):
+                window = None  # the definition's other copy of these lines
         if window is not None:
             return CitationCheck(citation, Outcome.RELOCATED, place, file.blob_sha, 1.0,
                                  ambiguous, step=4,
                                  detail=f"found in {best.name} at {place}")
         base = (self._origin_base(verifier, citation) if cited_file
                 else self._candidate_base(verifier, citation, path, renamed_from or {}))
-        foreign = self._foreign_rows(base, file)
+        foreign = self._foreign_rows(base, file) | siblings
         place = _changed_place(citation, anchor, best, file, path, foreign)
         score = self._similarity(verifier, citation, file, place, foreign)
         if not cited_file and score < CHANGED_THRESHOLD:
@@ -531,6 +537,8 @@ class AnchorLocator(Locator):
             start = place.line_start - (citation.line_start - old.start_line)
             region = file.hashes[max(start - 1, 0): max(start - 1, 0) + len(old.line_hashes)]
             return 1 if _resemblance(old.line_hashes, region) >= SAME_DEFINITION else None
+        if old is not None and _twin(_sibling_rows(citation, old, around), file, place):
+            return None  # the definition's other copy of these lines, not the cited one
         if same_name or _simple(around.name) == _simple(anchor.name):
             # a namesake (``main``, ``__getattr__``, ``String``) in another module is
             # not the definition moved there unless it is mostly the same lines
@@ -674,6 +682,18 @@ class AnchorLocator(Locator):
         while len(self._old_trees) > _TREES_CACHE:
             self._old_trees.popitem(last=False)
         return found
+
+    def _cited_chars(self, verifier: Verifier, citation: Citation) -> int | None:
+        """The length of the cited lines without whitespace, from the citation's own
+        blob (None when it cannot be read)."""
+        try:
+            old = self._old_file(verifier, citation.blob_sha)
+        except (SourceUnavailable, NotFound):
+            return None
+        if old is None or citation.line_end > len(old.lines):
+            return None
+        return sum(len(normalize_line(line))
+                   for line in old.lines[citation.line_start - 1:citation.line_end])
 
     def _similarity(self, verifier: Verifier, citation: Citation, file: FileText,
                     place: Location, foreign: frozenset[int] = frozenset()) -> float:
@@ -839,15 +859,20 @@ def _changed_place(citation: Citation, anchor: Anchor, definition: treesitter.De
     return Location(path, first, last)
 
 
-def _rewrapped(citation: Citation, file: FileText, lo: int, hi: int) -> tuple[int, int] | None:
+def _rewrapped(citation: Citation, file: FileText, lo: int, hi: int,
+               cited_chars: int | None = None) -> tuple[int, int] | None:
     """A window inside lines ``lo..hi`` whose whitespace-free text equals the citation's
     (the snippet hash), found even when a formatter re-wrapped the lines.
 
     Windows are tried nearest the anchor's offset first; each start grows its text one
-    line at a time, so the cost is the definition's length times the window's."""
+    line at a time, so the cost is the definition's length times the window's. A
+    window grows until its text is longer than the cited text (``cited_chars``, when
+    the old file could be read: an argument list exploded one per line can take many
+    lines), else up to about twice the cited lines."""
     want = citation.snippet_hash
     cited = sum(1 for h in citation.fingerprint.line_hashes if h != BLANK)
-    max_len = 2 * len(citation.fingerprint.line_hashes) + 4
+    max_len = 2 * len(citation.fingerprint.line_hashes) + 4 if cited_chars is None \
+        else hi - lo + 1
     rows = [i for i in range(lo - 1, min(hi, len(file.lines))) if file.hashes[i] != BLANK]
     flat = [normalize_line(file.lines[i]) for i in rows]
     # the trailing comma a formatter adds before a closing bracket on the next line
@@ -859,6 +884,8 @@ def _rewrapped(citation: Citation, file: FileText, lo: int, hi: int) -> tuple[in
     for i in sorted(range(len(rows)), key=lambda k: abs(rows[k] + 1 - anchor_start)):
         text = ""
         for j in range(i, min(len(rows), i + max_len)):
+            if cited_chars is not None and len(text) + len(flat[j]) > cited_chars:
+                break  # longer than the cited code: no later line can make it equal
             if j - i + 1 >= max(1, cited // 3) and _hash(text + flat[j]) == want:
                 return rows[i] + 1, rows[j] + 1
             text += joined[j]
@@ -867,6 +894,38 @@ def _rewrapped(citation: Citation, file: FileText, lo: int, hi: int) -> tuple[in
 
 def _hash(text: str) -> str:
     return xxhash.xxh3_64_hexdigest(text.encode())
+
+
+def _sibling_rows(citation: Citation, old: treesitter.Definition,
+                  new: treesitter.Definition) -> frozenset[int]:
+    """Rows of the file (0-based) inside ``new``, the old definition ``old`` moved or
+    edited, that aligning the two definitions keeps from rows of ``old`` other than the
+    cited ones; empty unless ``old`` repeated the cited lines (``keys.push(Key { key,
+    index })`` after each kind of key), the only case where a surviving copy can be
+    mistaken for the cited one when that one was edited."""
+    lo, hi = citation.line_start - old.start_line, citation.line_end - old.start_line
+    cited = old.line_hashes[lo:hi + 1]
+    if len(cited) != hi - lo + 1 or _occurrences(old.line_hashes, cited) < 2:
+        return frozenset()
+    rows: set[int] = set()
+    for a, b, size in SequenceMatcher(None, old.line_hashes, new.line_hashes,
+                                      autojunk=False).get_matching_blocks():
+        rows.update(new.start_line - 1 + b + k for k in range(size)
+                    if not lo <= a + k <= hi)
+    return frozenset(rows)
+
+
+def _twin(siblings: frozenset[int], file: FileText, place: Location) -> bool:
+    """Whether every non-blank line at ``place`` is one of ``siblings``."""
+    rows = [i for i in range(place.line_start - 1, place.line_end)
+            if file.hashes[i] != BLANK]
+    return bool(rows) and all(i in siblings for i in rows)
+
+
+def _occurrences(hashes: Sequence[int], run: Sequence[int]) -> int:
+    first, n = run[0], len(run)
+    return sum(1 for i, h in enumerate(hashes)
+               if h == first and tuple(hashes[i:i + n]) == tuple(run))
 
 
 def _resemblance(old: Sequence[int], new: Sequence[int]) -> float:
