@@ -53,10 +53,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from difflib import SequenceMatcher
 from enum import Enum
-
-import xxhash
 
 from verified_memory.anchors import treesitter
 from verified_memory.anchors.hashing import BLANK, hash_line
@@ -71,6 +68,16 @@ from verified_memory.models import (
     Location,
     Outcome,
 )
+from verified_memory.verify.alignment import (
+    all_in,
+    line_origins,
+    occurs_once,
+    resemblance,
+    rewrapped,
+    same_context,
+    sibling_rows,
+    unheard_of,
+)
 from verified_memory.verify.files import FileText
 from verified_memory.verify.ladder import (
     CHANGED_THRESHOLD,
@@ -80,7 +87,7 @@ from verified_memory.verify.ladder import (
     find_runs,
 )
 
-__all__ = ["AnchorLocator", "line_origins"]
+__all__ = ["AnchorLocator"]
 
 #: Candidate files searched for a moved citation, at most (nearest paths first).
 MAX_CANDIDATES = 400
@@ -88,8 +95,6 @@ MAX_CANDIDATES = 400
 #: of the longer one's lines match in order (a renamed function keeps its body; a
 #: sibling that shares a few lines of boilerplate does not reach it).
 SAME_DEFINITION = 0.7
-#: Files longer than this (in non-blank lines) are not aligned: no evidence, old rules.
-MAX_ALIGN_LINES = 50_000
 _WORD = re.compile(r"\w+")
 #: Stands in for a line that is other code (see ``_foreign_rows``) when scoring: it
 #: matches no cited line, by hash or by fuzzy ratio.
@@ -440,8 +445,8 @@ class AnchorLocator(Locator):
         ambiguous = len(pool) > 1
         old = self._old_definition(verifier, citation) if best.text_hash != anchor.text_hash \
             else None
-        siblings = _sibling_rows(citation, old, best) if old is not None else frozenset()
-        window = _rewrapped(citation, file, best.start_line, best.end_line,
+        siblings = sibling_rows(citation, old, best) if old is not None else frozenset()
+        window = rewrapped(citation, file, best.start_line, best.end_line,
                             self._cited_chars(verifier, citation))
         if window is not None:
             place = Location(path, *window)
@@ -452,7 +457,7 @@ class AnchorLocator(Locator):
                 # other lines that were there all along, not the cited code (unless the
                 # definition itself is intact here: identical blocks align arbitrarily)
                 window = None
-            elif _twin(siblings, file, place):
+            elif all_in(siblings, file, place):
                 window = None  # the definition's other copy of these lines
         if window is not None:
             return CitationCheck(citation, Outcome.RELOCATED, place, file.blob_sha, 1.0,
@@ -536,8 +541,8 @@ class AnchorLocator(Locator):
                 return None
             start = place.line_start - (citation.line_start - old.start_line)
             region = file.hashes[max(start - 1, 0): max(start - 1, 0) + len(old.line_hashes)]
-            return 1 if _resemblance(old.line_hashes, region) >= SAME_DEFINITION else None
-        if old is not None and _twin(_sibling_rows(citation, old, around), file, place):
+            return 1 if resemblance(old.line_hashes, region) >= SAME_DEFINITION else None
+        if old is not None and all_in(sibling_rows(citation, old, around), file, place):
             return None  # the definition's other copy of these lines, not the cited one
         if same_name or _simple(around.name) == _simple(anchor.name):
             # a namesake (``main``, ``__getattr__``, ``String``) in another module is
@@ -545,7 +550,7 @@ class AnchorLocator(Locator):
             if not self._resembles_old(verifier, citation, around):
                 return None
             return 1 if same_name else 2
-        if renamed_ok and old is not None and _resemblance(
+        if renamed_ok and old is not None and resemblance(
                 old.line_hashes, around.line_hashes) >= SAME_DEFINITION:
             return 3
         return None
@@ -557,7 +562,7 @@ class AnchorLocator(Locator):
         is a renamed definition's: boilerplate alone (``warnings.warn(``, ``}``) lets
         two small namesakes share half their lines."""
         old = self._old_definition(verifier, citation)
-        return old is None or _resemblance(old.line_hashes,
+        return old is None or resemblance(old.line_hashes,
                                            definition.line_hashes) >= SAME_DEFINITION
 
     def _old_definition(self, verifier: Verifier,
@@ -607,11 +612,11 @@ class AnchorLocator(Locator):
         up, which is also the cheap one)."""
         if base.old is None:
             return Provenance.ADDED
-        if fast and base.cited is not None and _same_context(base.old, base.cited, file,
+        if fast and base.cited is not None and same_context(base.old, base.cited, file,
                                                               place) \
-                and _once(base.old, base.cited):
+                and occurs_once(base.old, base.cited):
             return Provenance.KEPT
-        if base.cited is None and _unheard_of(base.old, file, place):
+        if base.cited is None and unheard_of(base.old, file, place):
             return Provenance.ADDED  # what the alignment would say, without aligning
         origins = self._origins_of(base.old, file)
         if origins is None:
@@ -771,71 +776,6 @@ class AnchorLocator(Locator):
         return out
 
 
-def line_origins(old: FileText, new: FileText) -> tuple[int, ...] | None:
-    """For each line of ``new`` (0-based), the line of ``old`` it is kept from according
-    to a diff of the normalised line hashes, or -1 (added, moved here, or blank).
-
-    None when the files are too big to align here."""
-    old_rows = [i for i, h in enumerate(old.hashes) if h != BLANK]
-    new_rows = [i for i, h in enumerate(new.hashes) if h != BLANK]
-    if max(len(old_rows), len(new_rows)) > MAX_ALIGN_LINES:
-        return None
-    matcher = SequenceMatcher(None, [old.hashes[i] for i in old_rows],
-                              [new.hashes[i] for i in new_rows])
-    origins = [-1] * len(new.hashes)
-    for a, b, size in matcher.get_matching_blocks():
-        for k in range(size):
-            origins[new_rows[b + k]] = old_rows[a + k]
-    return tuple(origins)
-
-
-#: Non-blank lines compared on each side of a place by ``_same_context``.
-_CONTEXT = 3
-
-
-def _unheard_of(old: FileText, new: FileText, place: Location) -> bool:
-    """Whether a non-blank line at ``place`` in ``new`` occurs nowhere in ``old``: the
-    line alignment cannot keep it from an old line then (unless the files are too big
-    to align, which is left to the alignment's own answer)."""
-    if max(len(old.hashes), len(new.hashes)) > MAX_ALIGN_LINES:
-        return False
-    hashes = new.hashes[place.line_start - 1 : place.line_end]
-    return any(h != BLANK and not old.positions(h) for h in hashes)
-
-
-def _same_context(old: FileText, cited: tuple[int, int], new: FileText,
-                  place: Location) -> bool:
-    """Whether the non-blank lines just above and just below ``place`` in ``new`` are
-    those just above and below the cited rows in ``old`` (up to ``_CONTEXT`` a side;
-    fewer only at the start or end of the file): the code stayed among its
-    neighbours, as ``patch`` would say."""
-    for old_side, new_side in (
-            (_neighbours(old.hashes, cited[0] - 1, -1), _neighbours(new.hashes,
-                                                                   place.line_start - 2, -1)),
-            (_neighbours(old.hashes, cited[1] + 1, 1), _neighbours(new.hashes,
-                                                                  place.line_end, 1))):
-        if old_side != new_side:
-            return False
-    return True
-
-
-def _once(old: FileText, cited: tuple[int, int]) -> bool:
-    """Whether the cited rows occur once in ``old``: a twin block (with, often, the same
-    neighbours: two functions sharing their loop body) defeats ``_same_context``."""
-    return len(find_runs(old, old.hashes[cited[0]:cited[1] + 1])) == 1
-
-
-def _neighbours(hashes: Sequence[int], start: int, step: int) -> list[int]:
-    """Up to ``_CONTEXT`` non-blank hashes from ``start`` walking by ``step``."""
-    found: list[int] = []
-    i = start
-    while 0 <= i < len(hashes) and len(found) < _CONTEXT:
-        if hashes[i] != BLANK:
-            found.append(hashes[i])
-        i += step
-    return found
-
-
 def _changed_place(citation: Citation, anchor: Anchor, definition: treesitter.Definition,
                    file: FileText, path: str, foreign: frozenset[int]) -> Location:
     """Where the cited code is now inside its changed definition: all of it when the
@@ -857,86 +797,6 @@ def _changed_place(citation: Citation, anchor: Anchor, definition: treesitter.De
     first = min(max(start + 1, lo), hi)
     last = min(first + len(hashes) - 1, hi)
     return Location(path, first, last)
-
-
-def _rewrapped(citation: Citation, file: FileText, lo: int, hi: int,
-               cited_chars: int | None = None) -> tuple[int, int] | None:
-    """A window inside lines ``lo..hi`` whose whitespace-free text equals the citation's
-    (the snippet hash), found even when a formatter re-wrapped the lines.
-
-    Windows are tried nearest the anchor's offset first; each start grows its text one
-    line at a time, so the cost is the definition's length times the window's. A
-    window grows until its text is longer than the cited text (``cited_chars``, when
-    the old file could be read: an argument list exploded one per line can take many
-    lines), else up to about twice the cited lines."""
-    want = citation.snippet_hash
-    cited = sum(1 for h in citation.fingerprint.line_hashes if h != BLANK)
-    max_len = 2 * len(citation.fingerprint.line_hashes) + 4 if cited_chars is None \
-        else hi - lo + 1
-    rows = [i for i in range(lo - 1, min(hi, len(file.lines))) if file.hashes[i] != BLANK]
-    flat = [normalize_line(file.lines[i]) for i in rows]
-    # the trailing comma a formatter adds before a closing bracket on the next line
-    # does not count (see hashing.text_hash); a window's last line keeps its own
-    joined = [text[:-1] if text.endswith(",") and k + 1 < len(flat) and flat[k + 1][0] in ")]}"
-              else text for k, text in enumerate(flat)]
-    anchor_start = lo + (citation.fingerprint.anchor.offset
-                         if citation.fingerprint.anchor else 0)
-    for i in sorted(range(len(rows)), key=lambda k: abs(rows[k] + 1 - anchor_start)):
-        text = ""
-        for j in range(i, min(len(rows), i + max_len)):
-            if cited_chars is not None and len(text) + len(flat[j]) > cited_chars:
-                break  # longer than the cited code: no later line can make it equal
-            if j - i + 1 >= max(1, cited // 3) and _hash(text + flat[j]) == want:
-                return rows[i] + 1, rows[j] + 1
-            text += joined[j]
-    return None
-
-
-def _hash(text: str) -> str:
-    return xxhash.xxh3_64_hexdigest(text.encode())
-
-
-def _sibling_rows(citation: Citation, old: treesitter.Definition,
-                  new: treesitter.Definition) -> frozenset[int]:
-    """Rows of the file (0-based) inside ``new``, the old definition ``old`` moved or
-    edited, that aligning the two definitions keeps from rows of ``old`` other than the
-    cited ones; empty unless ``old`` repeated the cited lines (``keys.push(Key { key,
-    index })`` after each kind of key), the only case where a surviving copy can be
-    mistaken for the cited one when that one was edited."""
-    lo, hi = citation.line_start - old.start_line, citation.line_end - old.start_line
-    cited = old.line_hashes[lo:hi + 1]
-    if len(cited) != hi - lo + 1 or _occurrences(old.line_hashes, cited) < 2:
-        return frozenset()
-    rows: set[int] = set()
-    for a, b, size in SequenceMatcher(None, old.line_hashes, new.line_hashes,
-                                      autojunk=False).get_matching_blocks():
-        rows.update(new.start_line - 1 + b + k for k in range(size)
-                    if not lo <= a + k <= hi)
-    return frozenset(rows)
-
-
-def _twin(siblings: frozenset[int], file: FileText, place: Location) -> bool:
-    """Whether every non-blank line at ``place`` is one of ``siblings``."""
-    rows = [i for i in range(place.line_start - 1, place.line_end)
-            if file.hashes[i] != BLANK]
-    return bool(rows) and all(i in siblings for i in rows)
-
-
-def _occurrences(hashes: Sequence[int], run: Sequence[int]) -> int:
-    first, n = run[0], len(run)
-    return sum(1 for i, h in enumerate(hashes)
-               if h == first and tuple(hashes[i:i + n]) == tuple(run))
-
-
-def _resemblance(old: Sequence[int], new: Sequence[int]) -> float:
-    """Share of the longer definition's non-blank lines that match the other's in order."""
-    a = [h for h in old if h != BLANK]
-    b = [h for h in new if h != BLANK]
-    if not a or not b:
-        return 0.0
-    matcher = SequenceMatcher(None, a, b, autojunk=False)
-    matched = sum(block.size for block in matcher.get_matching_blocks())
-    return matched / max(len(a), len(b))
 
 
 def _whole_definition(citation: Citation) -> bool:
