@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.gitrepo import GitRepo
-from tests.test_cli import vmem
+from tests.test_cli import CODE, vmem
 from verified_memory import LocalGitSource, MemoryService, Status
 from verified_memory.errors import NotFound, ValidationError
 from verified_memory.models import Location
@@ -29,16 +29,7 @@ from verified_memory.review import (
 from verified_memory.review_git import local_diff, parse_diff, remote_web_url
 from verified_memory.store.sqlite import SQLiteStore
 
-FETCH = """\
-MAX_RETRIES = 3
-
-
-def fetch(url):
-    for attempt in range(MAX_RETRIES):
-        if get(url):
-            return True
-    return False
-
+FETCH = CODE + """
 
 def close():
     return None
