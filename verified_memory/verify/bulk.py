@@ -80,7 +80,9 @@ def check_citations(source: CodeSource, items: Iterable[Item], ref: str = "HEAD"
 
     ``jobs`` > 1 shares a run of at least ``PARALLEL_MIN`` citations among that many
     worker processes when the source can be reopened (``LocalGitSource``) and the
-    platform can fork; the answers are the same, still in input order."""
+    platform can fork; the answers are the same, still in input order. Forking copies
+    the calling process: call it so from a process whose other threads are idle (as the
+    CLI is), since a lock another thread holds at the fork stays held in the workers."""
     if locator is None:
         from verified_memory.verify.anchored import AnchorLocator
 
