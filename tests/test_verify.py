@@ -220,3 +220,13 @@ def test_positions_lists_every_line_of_a_hash_in_order() -> None:
         assert list(file.positions(hash_line(line))) == expected  # the second time: kept
     assert list(file.positions(BLANK)) == []  # blank lines are never looked for
     assert list(file.positions(hash_line("absent"))) == []
+
+
+def test_mentions_answers_whether_a_word_is_in_the_text() -> None:
+    file = FileText.from_bytes("blob", b"def fetch(url):\n    return get(url)\n")
+    assert file is not None
+    assert file.mentions("fetch")
+    assert file.mentions("get")
+    assert not file.mentions("retry")
+    assert not file.mentions("retry")  # the kept answer, the same
+    assert file.mentions("fetch")

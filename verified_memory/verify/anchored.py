@@ -813,7 +813,7 @@ def _may_define(file: FileText, citation: Citation) -> bool:
     if anchor is None:
         return False
     word = _last_word(anchor.name)
-    return not word or word in file.text
+    return not word or file.mentions(word)
 
 
 @functools.lru_cache(maxsize=4096)

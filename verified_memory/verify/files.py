@@ -29,6 +29,7 @@ class FileText:
     _first: dict[int, int] = field(default_factory=dict, repr=False)
     _repeated: dict[int, list[int]] = field(default_factory=dict, repr=False)
     _squeezed: str | None = field(default=None, repr=False)
+    _mentions: dict[str, bool] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_bytes(cls, blob_sha: str, data: bytes) -> FileText | None:
@@ -60,6 +61,14 @@ class FileText:
             hashes = self.hashes
             found = self._repeated[line_hash] = [i for i in range(first, last + 1)
                                                  if hashes[i] == line_hash]
+        return found
+
+    def mentions(self, word: str) -> bool:
+        """Whether ``word`` occurs in the text: asked of every candidate file for every
+        citation searched for, about a handful of names, so each answer is kept."""
+        found = self._mentions.get(word)
+        if found is None:
+            found = self._mentions[word] = word in self.text
         return found
 
     def squeezed(self) -> str:
