@@ -441,7 +441,7 @@ def citations() -> None:
               help="One citation a line: {id, path, line_start, line_end, sha}.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
               help="Worker processes for large inputs (default: one per usable CPU; "
-                   "under 200 citations always one).")
+                   "at most one per 100 citations, so under 200 always one).")
 @click.option("--json", "as_json", is_flag=True,
               help="JSON lines out (the default; accepted for symmetry).")
 def citations_check(repo_path: Path, ref: str, input_file: str, jobs: int | None,

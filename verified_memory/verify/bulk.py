@@ -34,6 +34,9 @@ __all__ = ["check_citations", "parse_jsonl", "usable_cpus"]
 _REFS_CACHE = 1024
 #: Fewer citations than this stay in one process: starting workers would cost more.
 PARALLEL_MIN = 200
+#: Citations per worker, at least: each worker pays for its own start (a git process,
+#: the rename diff, the grammars), so 64 CPUs do not mean 64 workers for 300 citations.
+CITATIONS_PER_WORKER = 100
 #: Pieces of work per worker, so that one that drew the costly files does not finish
 #: last, alone.
 _PIECES_PER_JOB = 4
@@ -78,11 +81,12 @@ def check_citations(source: CodeSource, items: Iterable[Item], ref: str = "HEAD"
     a citation whose file did not change, or whose lines are found again by their
     hashes alone, costs no parse.
 
-    ``jobs`` > 1 shares a run of at least ``PARALLEL_MIN`` citations among that many
-    worker processes when the source can be reopened (``LocalGitSource``) and the
-    platform can fork; the answers are the same, still in input order. Forking copies
-    the calling process: call it so from a process whose other threads are idle (as the
-    CLI is), since a lock another thread holds at the fork stays held in the workers."""
+    ``jobs`` > 1 shares a run of at least ``PARALLEL_MIN`` citations among up to that
+    many worker processes (at most one per ``CITATIONS_PER_WORKER`` citations) when
+    the source can be reopened (``LocalGitSource``) and the platform can fork; the
+    answers are the same, still in input order. Forking copies the calling process:
+    call it so from a process whose other threads are idle (as the CLI is), since a
+    lock another thread holds at the fork stays held in the workers."""
     if locator is None:
         from verified_memory.verify.anchored import AnchorLocator
 
@@ -93,8 +97,10 @@ def check_citations(source: CodeSource, items: Iterable[Item], ref: str = "HEAD"
     if jobs > 1 and isinstance(source, Reopenable) \
             and "fork" in multiprocessing.get_all_start_methods():
         listed = list(items)
-        if sum(isinstance(data, Mapping) for _, data in listed) >= PARALLEL_MIN:
-            return _check_in_workers(source, listed, ref, revision, tree, verifier, jobs)
+        citations = sum(isinstance(data, Mapping) for _, data in listed)
+        if citations >= PARALLEL_MIN:
+            workers = min(jobs, citations // CITATIONS_PER_WORKER)
+            return _check_in_workers(source, listed, ref, revision, tree, verifier, workers)
         items = listed
     return _check(source, items, ref, revision, tree, verifier)
 
