@@ -474,3 +474,14 @@ def test_jobs_must_be_at_least_one(repo: GitRepo, capsys: pytest.CaptureFixture[
     code, got, _ = run_cli(capsys, monkeypatch, "--repo", os.fspath(repo.path), "-j", "1",
                            stdin=jsonl(citations(repo)))
     assert (code, got) == (0, expected())
+
+
+def test_no_workers_where_forking_is_unsafe(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, items = many_files(tmp_path)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(bulk, "_check_in_workers", lambda *a: pytest.fail("workers used"))
+    with LocalGitSource(repo.path) as source:
+        got = list(check_citations(source, items, "HEAD", jobs=2))
+    assert len(got) == len(items)
+    assert {r["status"] for r in got if "status" in r} == {"relocated"}

@@ -18,6 +18,7 @@ import functools
 import json
 import multiprocessing
 import os
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -94,8 +95,7 @@ def check_citations(source: CodeSource, items: Iterable[Item], ref: str = "HEAD"
     revision = source.resolve(ref)
     tree = source.tree(revision)
     verifier = Verifier(source, locator=locator)
-    if jobs > 1 and isinstance(source, Reopenable) \
-            and "fork" in multiprocessing.get_all_start_methods():
+    if jobs > 1 and isinstance(source, Reopenable) and _can_fork():
         listed = list(items)
         citations = sum(isinstance(data, Mapping) for _, data in listed)
         if citations >= PARALLEL_MIN:
@@ -103,6 +103,12 @@ def check_citations(source: CodeSource, items: Iterable[Item], ref: str = "HEAD"
             return _check_in_workers(source, listed, ref, revision, tree, verifier, workers)
         items = listed
     return _check(source, items, ref, revision, tree, verifier)
+
+
+def _can_fork() -> bool:
+    """Whether workers may be forked here: not on macOS, where system frameworks are
+    not fork-safe (Python's own default there is to spawn), nor where fork is missing."""
+    return sys.platform != "darwin" and "fork" in multiprocessing.get_all_start_methods()
 
 
 def _check(source: CodeSource, items: Iterable[Item], ref: str, revision: str,
