@@ -27,7 +27,7 @@ from verified_memory.sources import (
     parse_remote_url,
     repo_from_remote,
 )
-from verified_memory.sources.base import Reopenable
+from verified_memory.sources.base import BatchReader, Reopenable
 
 symlinks = pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges")
 
@@ -205,6 +205,47 @@ def test_read_blob_returns_exact_bytes(repo: GitRepo, source: LocalGitSource) ->
     assert source.read_blob(tree["no-newline.txt"]) == b"last line"
     for path, sha in tree.items():
         assert git_blob_sha(source.read_blob(sha)) == sha, path
+
+
+def test_read_blobs_reads_many_in_one_exchange(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(30):
+        repo.write(f"pkg/m{n}.py", f"VALUE = {n}\n")
+    repo.commit("many")
+    spy = PopenSpy(monkeypatch)
+    with LocalGitSource(repo.path) as source:
+        head = source.resolve("HEAD")
+        tree = source.tree(head)
+        blobs = [tree[f"pkg/m{n}.py"] for n in range(30)]
+        # a missing object and a commit in the batch are skipped, not fatal
+        assert isinstance(source, BatchReader)
+        source.read_blobs([*blobs, "0" * 40, head, blobs[0]])
+        # now every blob comes from the cache: asking git again would fail the test
+        monkeypatch.setattr(source._catfile, "query",
+                            lambda name: pytest.fail(f"{name} read twice"))
+        assert [source.read_blob(b) for b in blobs] == [
+            f"VALUE = {n}\n".encode() for n in range(30)]
+        monkeypatch.undo()
+        with pytest.raises(NotFound):
+            source.read_blob("0" * 40)  # still reported where it is asked for
+        assert len(spy.catfiles()) == 1
+
+
+def test_read_blobs_in_chunks_larger_than_one_exchange(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from verified_memory.sources import local_git
+
+    monkeypatch.setattr(local_git, "_BATCH", 4)
+    for n in range(10):
+        repo.write(f"c/{n}.txt", f"{n}\n" * 5000)  # replies larger than a pipe's buffer
+    repo.commit("chunks")
+    with LocalGitSource(repo.path) as source:
+        tree = source.tree("HEAD")
+        source.read_blobs(tree[f"c/{n}.txt"] for n in range(10))
+        assert all(tree[f"c/{n}.txt"] in source._blobs for n in range(10))
+        assert source.read_blob(tree["c/7.txt"]) == b"7\n" * 5000
 
 
 def test_read_blob_unknown_or_not_a_blob(repo: GitRepo, source: LocalGitSource) -> None:

@@ -230,3 +230,43 @@ def test_mentions_answers_whether_a_word_is_in_the_text() -> None:
     assert not file.mentions("retry")
     assert not file.mentions("retry")  # the kept answer, the same
     assert file.mentions("fetch")
+
+
+def test_prefetch_is_only_a_warm_up(tmp_path: Path) -> None:
+    from verified_memory.sources import DictSource
+    from verified_memory.verify.files import FileCache
+
+    plain = FileCache(DictSource({"r": {"a.py": "x = 1\n"}}))
+    plain.prefetch(["0" * 40])  # a source that cannot batch: nothing happens
+
+    class Broken(DictSource):
+        def read_blobs(self, blob_shas: object) -> None:
+            raise SourceUnavailable("git is gone")
+
+    broken = FileCache(Broken({"r": {"a.py": "x = 1\n"}}))
+    broken.prefetch(["0" * 40])  # the failure is left for get() to meet
+
+
+def test_a_bulk_check_reads_both_sides_of_changed_files_together(tmp_path: Path) -> None:
+    from verified_memory.verify.bulk import check_citations
+
+    repo = GitRepo(tmp_path / "r")
+    for n in range(3):
+        repo.write(f"m{n}.py", f"def f{n}():\n    return {n}\n")
+    repo.commit("one")
+    first = repo.run("rev-parse", "HEAD")
+    for n in range(3):
+        repo.write(f"m{n}.py", f"import os\n\n\ndef f{n}():\n    return {n}\n")
+    repo.commit("two")
+    items = [(n, {"path": f"m{n}.py", "line_start": 1, "line_end": 2, "sha": first})
+             for n in range(3)]
+    with LocalGitSource(repo.path) as source:
+        batches: list[list[str]] = []
+        real = source.read_blobs
+        source.read_blobs = lambda shas: batches.append(list(shas)) or real(shas)  # type: ignore[method-assign]
+        got = list(check_citations(source, items, "HEAD"))
+        old, new = source.tree(first), source.tree("HEAD")
+    assert [r["status"] for r in got] == ["relocated"] * 3
+    # the first exchange holds all six files: each cited file as it was and as it is
+    assert sorted(batches[0]) == sorted([old[f"m{n}.py"] for n in range(3)]
+                                        + [new[f"m{n}.py"] for n in range(3)])

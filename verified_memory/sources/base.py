@@ -13,12 +13,12 @@ verdict.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
-__all__ = ["ClosingSource", "CodeSource", "Rename", "Reopenable", "git_blob_sha"]
+__all__ = ["BatchReader", "ClosingSource", "CodeSource", "Rename", "Reopenable", "git_blob_sha"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +53,15 @@ class CodeSource(Protocol):
 
     def close(self) -> None:
         """Stop helper processes and connections. Safe to call twice."""
+
+
+@runtime_checkable
+class BatchReader(Protocol):
+    """A source that reads many blobs cheaper together than one by one (one exchange
+    with ``git cat-file`` instead of a round trip each)."""
+
+    def read_blobs(self, blob_shas: Iterable[str]) -> None:
+        """Warm the source's cache with these blobs; ``read_blob`` then answers."""
 
 
 @runtime_checkable

@@ -25,7 +25,7 @@ import subprocess
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -49,6 +49,9 @@ FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 _DEFAULT_TIMEOUT = 120.0  # seconds; local git is fast, a hang (dead NFS mount) is not
 _DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
+#: Object names asked for at once by ``read_blobs``: 41 bytes each, well under the
+#: 64 KiB a pipe holds, so writing them never waits for git to read.
+_BATCH = 512
 _MAX_CACHED_TREES = 16  # a long-lived server sees HEAD move; keep the recent ones only
 
 
@@ -274,6 +277,24 @@ class _CatFile:
             ) from exc
         return reply
 
+    def query_many(self, names: Sequence[str]) -> list[_Object | str]:
+        """``query`` for each name, the requests written together (their bytes must fit
+        in the pipe's buffer: see ``_BATCH``)."""
+        proc = self.proc or self._start()
+        stdin, stdout = proc.stdin, proc.stdout
+        assert stdin is not None
+        assert stdout is not None
+        try:
+            stdin.write(b"".join(name.encode("utf-8", "surrogateescape") + b"\n"
+                                 for name in names))
+            stdin.flush()
+            return [self._parse(stdout.readline(), stdout) for _ in names]
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise SourceUnavailable(
+                f"git cat-file in {self.path} stopped answering: {exc}"
+            ) from exc
+
     def _parse(self, header: bytes, stdout: IO[bytes]) -> _Object | str:
         if not header.endswith(b"\n"):
             raise ValueError("the process ended" if not header else "truncated reply")
@@ -357,6 +378,23 @@ class LocalGitSource(ClosingSource):
                 raise NotFound(f"object {blob_sha} in {self.path} is a {reply.type}, not a blob")
             self._blobs.put(blob_sha, reply.body)
             return reply.body
+
+    def read_blobs(self, blob_shas: Iterable[str]) -> None:
+        """Read these blobs into the cache in one exchange with ``git cat-file``: all the
+        requests written, then all the replies read, rather than a round trip each.
+
+        A warm-up only: a blob git does not have, or that is not a blob, is skipped here
+        and left for ``read_blob`` to report. Requests go in chunks small enough for
+        the pipe to take whole, so git is never left blocked on a full pipe."""
+        with self._lock:
+            wanted = [sha for sha in dict.fromkeys(blob_shas)
+                      if isinstance(sha, str) and FULL_SHA.fullmatch(sha)
+                      and sha not in self._blobs]
+            for start in range(0, len(wanted), _BATCH):
+                chunk = wanted[start:start + _BATCH]
+                for sha, reply in zip(chunk, self._catfile.query_many(chunk), strict=True):
+                    if not isinstance(reply, str) and reply.type == "blob":
+                        self._blobs.put(sha, reply.body)
 
     def tree(self, revision: str) -> Mapping[str, str]:
         """Every regular file at ``revision``: path -> blob sha (read-only, cached per commit).

@@ -102,6 +102,8 @@ _FOREIGN = "\x00"
 _FOREIGN_HASH = hash_line(_FOREIGN)
 #: Line alignments kept per locator (each is one int per line of the new file).
 _ORIGINS_CACHE = 256
+#: Candidate files read ahead together (most searches end at one of the first few).
+_PREFETCH = 16
 #: Candidate lists kept per locator, one per (commit, revision, cited path): paths only.
 _CANDIDATE_LISTS = 256
 #: Derived anchors kept per locator (``derive_anchors``): a few hundred bytes each.
@@ -275,7 +277,10 @@ class AnchorLocator(Locator):
         # only when no candidate holds the code at all
         later: list[tuple[int, str, FileText]] = []
         edits_only: list[tuple[int, str, FileText]] = []
-        for order, path in enumerate(self._candidates(verifier, citation, revision, tree)):
+        candidates = self._candidates(verifier, citation, revision, tree)
+        for order, path in enumerate(candidates):
+            if order % _PREFETCH == 0:  # the next few read together, not one by one
+                verifier.files.prefetch(tree[p] for p in candidates[order:order + _PREFETCH])
             moved = verifier.files.get(tree[path])
             if moved is None:
                 continue

@@ -15,14 +15,20 @@ GIL while it parses, so threads would not help.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import multiprocessing
 import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from verified_memory.errors import NotFound, SourceUnavailable, ValidationError
+from verified_memory.errors import (
+    NotFound,
+    SourceUnavailable,
+    ValidationError,
+    VerifiedMemoryError,
+)
 from verified_memory.models import Location, parse_citation
 from verified_memory.sources.base import CodeSource, Reopenable
 from verified_memory.verify.citing import fingerprint_citation
@@ -33,6 +39,8 @@ __all__ = ["check_citations", "parse_jsonl", "usable_cpus"]
 
 #: Refs (commit shas, mostly) resolved once per run and remembered.
 _REFS_CACHE = 1024
+#: Citations whose files are read ahead together (see ``_read_ahead``).
+_READ_AHEAD = 64
 #: Fewer citations than this stay in one process: starting workers would cost more.
 PARALLEL_MIN = 200
 #: Citations per worker, at least: each worker pays for its own start (a git process,
@@ -117,7 +125,7 @@ def _check(source: CodeSource, items: Iterable[Item], ref: str, revision: str,
     # a ref names one commit for the whole run (and a full sha forever): resolve it once
     resolve = functools.lru_cache(maxsize=_REFS_CACHE)(source.resolve)
     with_anchor = verifier.locator is None or not verifier.locator.derive_anchors
-    for item_id, data in items:
+    for item_id, data in _read_ahead(items, files, resolve, source, tree):
         if isinstance(data, str):
             yield {"id": item_id, "error": data}
             continue
@@ -136,6 +144,30 @@ def _check(source: CodeSource, items: Iterable[Item], ref: str, revision: str,
         check = verifier.check_one(citation, revision, tree)
         yield _result(item_id, check.outcome.value, check.location.path if check.location
                       else citation.path, check.location, check.similarity)
+
+
+def _read_ahead(items: Iterable[Item], files: FileCache, resolve: Callable[[str], str],
+                source: CodeSource, tree: Mapping[str, str]) -> Iterator[Item]:
+    """The items, unchanged, ``_READ_AHEAD`` at a time; before each group is checked,
+    the files it will read (both sides of each cited file that changed) are fetched
+    together. Best effort: whatever cannot be resolved here is reported by the check."""
+    iterator = iter(items)
+    while group := list(itertools.islice(iterator, _READ_AHEAD)):
+        wanted: list[str] = []
+        for _, data in group:
+            path, sha = (data.get("path"), data.get("sha")) if isinstance(data, Mapping) \
+                else (None, None)
+            if not isinstance(path, str) or not isinstance(sha, str) or path not in tree:
+                continue
+            try:
+                old = source.tree(resolve(sha)).get(path)
+            except VerifiedMemoryError:
+                continue
+            if old is not None and old != tree[path]:
+                wanted += (old, tree[path])
+        if wanted:
+            files.prefetch(wanted)
+        yield from group
 
 
 def _result(item_id: Any, status: str, path: Any, place: Location | None,

@@ -7,12 +7,14 @@ immutable, so one cache serves every revision a run looks at.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from verified_memory.anchors.hashing import BLANK, line_hashes
 from verified_memory.anchors.normalize import decode_text, split_lines, squeeze
-from verified_memory.sources.base import CodeSource
+from verified_memory.errors import SourceUnavailable
+from verified_memory.sources.base import BatchReader, CodeSource
 
 __all__ = ["FileCache", "FileText"]
 
@@ -85,6 +87,14 @@ class FileCache:
         self.source = source
         self._files: dict[str, FileText | None] = {}
         self._max = max_files
+
+    def prefetch(self, blob_shas: Iterable[str]) -> None:
+        """Have the source read these blobs together, when it can (``BatchReader``):
+        files about to be read one after another. Only a warm-up: a failure here is
+        left for ``get`` to meet and report."""
+        if isinstance(self.source, BatchReader):
+            with contextlib.suppress(SourceUnavailable):
+                self.source.read_blobs(sha for sha in blob_shas if sha not in self._files)
 
     def get(self, blob_sha: str) -> FileText | None:
         """The file's text, or None when it is binary or not UTF-8.
