@@ -261,25 +261,13 @@ class _CatFile:
 
     def query(self, name: str) -> _Object | str:
         """Ask for one object; an ``_Object``, or git's word for why not ('missing')."""
-        proc = self.proc or self._start()
-        stdin, stdout = proc.stdin, proc.stdout
-        assert stdin is not None
-        assert stdout is not None
-        try:
-            stdin.write(name.encode("utf-8", "surrogateescape") + b"\n")
-            stdin.flush()
-            header = stdout.readline()
-            reply = self._parse(header, stdout)
-        except (OSError, ValueError) as exc:
-            self.close()
-            raise SourceUnavailable(
-                f"git cat-file in {self.path} stopped answering: {exc}"
-            ) from exc
-        return reply
+        return self.query_many((name,))[0]
 
     def query_many(self, names: Sequence[str]) -> list[_Object | str]:
-        """``query`` for each name, the requests written together (their bytes must fit
-        in the pipe's buffer: see ``_BATCH``)."""
+        """The reply to each name, in order, the requests written together (their bytes
+        must fit in the pipe's buffer: see ``_BATCH``). A dead process or a garbled
+        reply discards the process (the next query starts a fresh one) and raises
+        ``SourceUnavailable``."""
         proc = self.proc or self._start()
         stdin, stdout = proc.stdin, proc.stdout
         assert stdin is not None
