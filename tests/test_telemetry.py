@@ -166,3 +166,15 @@ def mem_event(store: SQLiteStore) -> TelemetryEvent:
     [memory, *_] = store.recent(REPO)
     return TelemetryEvent(kind=EventKind.RETRIEVED, repo=REPO, memory_id=memory.id,
                           actor="test", detail={"via": "test"})
+
+
+def test_flush_writes_what_is_queued_and_then_its_own_events(db: Path) -> None:
+    with SQLiteStore(db) as store:
+        buffer = TelemetryBuffer(store, max_age=60)
+        buffer.add([mem_event(store)])
+        last = TelemetryEvent(kind=EventKind.FEEDBACK, repo=REPO,
+                              memory_id=store.recent(REPO)[0].id, detail={"outcome": "ok"})
+        buffer.flush([last])
+        assert len(buffer) == 0
+        written = store.events(limit=None)
+        assert [e.kind for e in written[-2:]] == [EventKind.RETRIEVED, EventKind.FEEDBACK]

@@ -41,12 +41,10 @@ from verified_memory.models import (
     Citation,
     CitationCheck,
     Decision,
-    EventKind,
     Location,
     Memory,
     Outcome,
     Status,
-    TelemetryEvent,
     Verification,
     validate_repo,
 )
@@ -514,14 +512,9 @@ def review(
                                                                         where.line_end):
                     touched.setdefault(memory.id, {})[i] = where
     stale -= touched.keys()
-    if touched:  # queued: written with the verification outcomes below
-        service.telemetry.add([
-            TelemetryEvent(kind=EventKind.RETRIEVED, repo=repo, memory_id=mid,
-                           actor=service.actor,
-                           detail={"via": "review", "base": diff.base_commit,
-                                   "head": diff.head_commit, "pull_request": pull_request})
-            for mid in touched
-        ])
+    # queued: written with the verification outcomes below
+    service._retrieved([memories[mid] for mid in touched], "review", base=diff.base_commit,
+                       head=diff.head_commit, pull_request=pull_request)
     ids = list(memories) if apply else list(touched)
     verifications: Sequence[Verification] = ()
     if ids:

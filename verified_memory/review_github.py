@@ -52,7 +52,11 @@ from verified_memory.review import (
     render_finding,
     render_markdown,
 )
-from verified_memory.sources._github_http import CLIENT_ANSWERS, SECONDARY_LIMIT_WAIT
+from verified_memory.sources._github_http import (
+    CLIENT_ANSWERS,
+    SECONDARY_LIMIT_WAIT,
+    Retryable,
+)
 
 if TYPE_CHECKING:
     from verified_memory.sources.github import GitHubSource
@@ -114,13 +118,6 @@ class Posted:
                 "comments": {"created": self.created, "updated": self.updated,
                              "kept": self.kept, "deleted": self.deleted,
                              "unplaced": self.unplaced}}
-
-
-class _Retry(Exception):
-    def __init__(self, reason: str, wait: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.wait = wait
 
 
 class _Refused(Exception):
@@ -330,25 +327,10 @@ class PullRequests:
         """One write through PyGithub, spaced, retried where safe, errors translated."""
         import requests
         from github.GithubException import GithubException
-        from tenacity import Retrying, retry_if_exception_type
-
-        policy = self.http.policy
-
-        def wait(state: Any) -> float:
-            exc = state.outcome.exception() if state.outcome else None
-            if isinstance(exc, _Retry) and exc.wait is not None:
-                return exc.wait
-            return float(min(policy.max_backoff,
-                             policy.backoff * 2 ** (state.attempt_number - 1)))
-
-        def stop(state: Any) -> bool:
-            return bool(state.attempt_number >= policy.attempts
-                        or state.idle_for + state.upcoming_sleep > policy.max_retry_wait)
 
         if self.writes and self.write_interval:
             self._sleep(self.write_interval)
-        retrying = Retrying(sleep=self._sleep, wait=wait, stop=stop, reraise=True,
-                            retry=retry_if_exception_type(_Retry))
+        retrying = self.http.retrying(what, sleep=self._sleep)
         try:
             for attempt in retrying:
                 with attempt:
@@ -364,12 +346,12 @@ class PullRequests:
                     except (requests.exceptions.ConnectionError,
                             requests.exceptions.Timeout) as exc:
                         if idempotent:
-                            raise _Retry(f"connection failed ({type(exc).__name__})") from None
+                            raise Retryable(f"connection failed ({type(exc).__name__})") from None
                         raise SourceUnavailable(
                             f"GitHub could not be reached while {what} "
                             f"({type(exc).__name__}); nothing was retried, to avoid posting "
                             "twice") from None
-        except _Retry as exc:
+        except Retryable as exc:
             raise SourceUnavailable(self.http.scrub(
                 f"GitHub failed while {what}: {exc.reason}; gave up")) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
@@ -394,14 +376,14 @@ class PullRequests:
                 wait = float(retry_after) if retry_after and retry_after.isdigit() else (
                     SECONDARY_LIMIT_WAIT)
                 if wait <= self.http.max_rate_limit_wait:
-                    return _Retry(f"{status} rate limit", wait)
+                    return Retryable(f"{status} rate limit", wait)
                 return SourceUnavailable(f"GitHub rate limit while {what}: it lifts in "
                                          f"{wait:.0f} s ({said})")
             return SourceUnavailable(
                 f"GitHub refused {what} ({said}): the token needs the pull-requests: write "
                 "permission (a pull request from a fork gets a read-only token)")
         if status >= 500 and idempotent:
-            return _Retry(said)
+            return Retryable(said)
         return SourceUnavailable(f"GitHub failed while {what} ({said})")
 
 

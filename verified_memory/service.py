@@ -149,10 +149,10 @@ class MemoryService:
         return TelemetryEvent(kind=kind, repo=repo, memory_id=memory_id, actor=self.actor,
                               at=at or utcnow(), detail=detail)
 
-    def _retrieved(self, memories: Sequence[Memory], via: str) -> list[Memory]:
+    def _retrieved(self, memories: Sequence[Memory], via: str, **detail: Any) -> list[Memory]:
         # Written behind the read (telemetry.py): a read must not cost a transaction.
         # One time and one detail for the whole read: it is one retrieval.
-        at, detail = utcnow(), {"via": via}
+        at, detail = utcnow(), {"via": via, **detail}
         self.telemetry.add([
             TelemetryEvent(kind=EventKind.RETRIEVED, repo=m.repo, memory_id=m.id,
                            actor=self.actor, at=at, detail=detail)
@@ -381,8 +381,8 @@ class MemoryService:
         out = [v for v, transition, _ in decided if transition is None]
         pending = [(v, transition) for v, transition, _ in decided if transition is not None]
         # Nothing to change: the outcome alone is recorded, now, after anything queued.
-        self.telemetry.add([outcome for _, transition, outcome in decided if transition is None])
-        self.telemetry.flush()
+        self.telemetry.flush([outcome for _, transition, outcome in decided
+                              if transition is None])
         for start in range(0, len(pending), APPLY_BATCH):
             batch = pending[start:start + APPLY_BATCH]
             applied = self.memories.apply([t for _, t in batch])
@@ -530,8 +530,7 @@ class MemoryService:
             raise ValidationError(f"note is {len(note)} characters long; the limit is 2000")
         memory = self.memories.get(memory_id)
         event = self._event(EventKind.FEEDBACK, memory, outcome=outcome, note=note)
-        self.telemetry.add([event])
-        self.telemetry.flush()  # written now, with anything queued before it
+        self.telemetry.flush([event])  # written now, after anything queued before it
         return event
 
 

@@ -79,11 +79,11 @@ class TelemetryBuffer:
         if full:
             self.flush()
 
-    def flush(self) -> None:
-        """Write every queued event now. On a store error the events are kept (for
-        the next flush) and the error is raised."""
+    def flush(self, also: Sequence[TelemetryEvent] = ()) -> None:
+        """Write every queued event now, and ``also`` after them, in one batch. On a
+        store error the events are kept (for the next flush) and the error is raised."""
         with self._lock:
-            batch, self._pending = self._pending, []
+            batch, self._pending = [*self._pending, *also], []
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None

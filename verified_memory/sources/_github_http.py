@@ -42,9 +42,9 @@ from verified_memory.errors import SourceUnavailable
 
 if TYPE_CHECKING:
     from github.Requester import Requester
-    from tenacity import RetryCallState
+    from tenacity import RetryCallState, Retrying
 
-__all__ = ["GitHubHttp", "Reply", "RetryPolicy"]
+__all__ = ["GitHubHttp", "Reply", "RetryPolicy", "Retryable"]
 
 log = logging.getLogger("verified_memory.sources.github")
 
@@ -104,7 +104,7 @@ class Reply:
         return ""
 
 
-class _Retryable(Exception):
+class Retryable(Exception):
     """A failure worth another try, after ``wait`` seconds (None: use backoff)."""
 
     def __init__(self, reason: str, wait: float | None = None) -> None:
@@ -170,6 +170,39 @@ class GitHubHttp:
             text = text.replace(secret, "***")
         return text
 
+    def retrying(self, what: str, sleep: Callable[[float], None] | None = None) -> Retrying:
+        """The retry loop of one call to GitHub: tries again on ``Retryable`` (after its
+        ``wait``, else exponential backoff) within the policy's attempts and total wait;
+        the last ``Retryable`` is re-raised for the caller to word."""
+        from tenacity import Retrying, retry_if_exception_type
+
+        policy = self.policy
+
+        def wait(state: RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            if isinstance(exc, Retryable) and exc.wait is not None:
+                return exc.wait
+            return float(min(policy.max_backoff, policy.backoff * 2 ** (state.attempt_number - 1)))
+
+        def stop(state: RetryCallState) -> bool:
+            if state.attempt_number >= policy.attempts:
+                return True
+            return state.idle_for + state.upcoming_sleep > policy.max_retry_wait
+
+        def before_sleep(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            reason = exc.reason if isinstance(exc, Retryable) else "error"
+            log.info("GitHub %s: %s; retrying in %.1f s", what, reason, state.upcoming_sleep)
+
+        return Retrying(
+            sleep=sleep or self._sleep,
+            wait=wait,
+            stop=stop,
+            retry=retry_if_exception_type(Retryable),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+
     def get(
         self,
         path: str,
@@ -184,34 +217,8 @@ class GitHubHttp:
         Returns the reply for 2xx, 304 and the client answers in ``CLIENT_ANSWERS``;
         raises ``SourceUnavailable`` (naming ``what`` was being read) otherwise.
         """
-        from tenacity import Retrying, retry_if_exception_type
-
         policy = self.policy
-
-        def wait(state: RetryCallState) -> float:
-            exc = state.outcome.exception() if state.outcome else None
-            if isinstance(exc, _Retryable) and exc.wait is not None:
-                return exc.wait
-            return float(min(policy.max_backoff, policy.backoff * 2 ** (state.attempt_number - 1)))
-
-        def stop(state: RetryCallState) -> bool:
-            if state.attempt_number >= policy.attempts:
-                return True
-            return state.idle_for + state.upcoming_sleep > policy.max_retry_wait
-
-        def before_sleep(state: RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome else None
-            reason = exc.reason if isinstance(exc, _Retryable) else "error"
-            log.info("GitHub %s: %s; retrying in %.1f s", what, reason, state.upcoming_sleep)
-
-        retrying = Retrying(
-            sleep=self._sleep,
-            wait=wait,
-            stop=stop,
-            retry=retry_if_exception_type(_Retryable),
-            before_sleep=before_sleep,
-            reraise=True,
-        )
+        retrying = self.retrying(what)
         headers = {"Accept": accept}
         if etag:
             headers["If-None-Match"] = etag
@@ -219,7 +226,7 @@ class GitHubHttp:
             for attempt in retrying:
                 with attempt:
                     return self._send(path, params, headers, what)
-        except _Retryable as exc:
+        except Retryable as exc:
             tries = retrying.statistics.get("attempt_number", policy.attempts)
             raise SourceUnavailable(self.scrub(
                 f"GitHub could not be read ({what}): {exc.reason}; gave up after "
@@ -244,7 +251,7 @@ class GitHubHttp:
                 requests.exceptions.ChunkedEncodingError) as exc:
             kind = "timed out" if isinstance(exc, requests.exceptions.Timeout) else (
                 "connection failed")
-            raise _Retryable(f"{kind} ({type(exc).__name__})") from None
+            raise Retryable(f"{kind} ({type(exc).__name__})") from None
         except requests.exceptions.RequestException as exc:
             raise SourceUnavailable(
                 f"GitHub could not be read ({what}): {type(exc).__name__}"
@@ -277,12 +284,12 @@ class GitHubHttp:
             self.rate_limit = (int(remaining), int(limit), int(reset or 0))
 
     def _judge(self, reply: Reply, what: str) -> Reply:
-        """Return the reply, or raise ``_Retryable`` / ``SourceUnavailable``."""
+        """Return the reply, or raise ``Retryable`` / ``SourceUnavailable``."""
         status = reply.status
         if status < 400 or status in CLIENT_ANSWERS:
             return reply
         if status >= 500:
-            raise _Retryable(f"{status} {reply.message() or 'server error'}".strip())
+            raise Retryable(f"{status} {reply.message() or 'server error'}".strip())
         message = reply.message()
         if status == 401:
             raise SourceUnavailable(
@@ -296,7 +303,7 @@ class GitHubHttp:
         ))
 
     def _rate_limit(self, reply: Reply, message: str, what: str) -> None:
-        """Raise ``_Retryable`` for a rate limit worth waiting for; return if none.
+        """Raise ``Retryable`` for a rate limit worth waiting for; return if none.
 
         GitHub's documented order: ``Retry-After`` first; then, with no requests
         remaining, the reset time; then, for a secondary limit, at least a minute.
@@ -321,4 +328,4 @@ class GitHubHttp:
                 f"GitHub {kind} while reading {what}: the limit lifts in {wait:.0f} s, "
                 f"longer than max_rate_limit_wait ({bound:g} s)"
             )
-        raise _Retryable(f"{reply.status} {kind}", wait)
+        raise Retryable(f"{reply.status} {kind}", wait)

@@ -34,7 +34,6 @@ from verified_memory.models import (
     Memory,
     Status,
     TelemetryEvent,
-    decode_line_hashes,
     encode_line_hashes,
 )
 
@@ -52,8 +51,6 @@ __all__ = [
     "event_from_row",
     "event_from_values",
     "event_values",
-    "line_hashes_from_text",
-    "line_hashes_to_text",
     "memory_from_row",
     "memory_from_values",
     "memory_values",
@@ -138,10 +135,6 @@ def time_from_text(text: str) -> datetime:
     return value.astimezone(UTC)
 
 
-line_hashes_to_text = encode_line_hashes
-line_hashes_from_text = decode_line_hashes
-
-
 # One encoder for every write: ``json.dumps`` with options builds a new one per call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
@@ -222,7 +215,7 @@ def citation_values(
         citation.sha,
         citation.blob_sha,
         fp.snippet_hash,
-        line_hashes_to_text(fp.line_hashes),
+        encode_line_hashes(fp.line_hashes),
         dump_json(fp.anchor.to_dict(), "anchor") if fp.anchor else None,
     )
 
