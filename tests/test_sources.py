@@ -704,3 +704,17 @@ def test_find_working_copy(repo: GitRepo, tmp_path: Path) -> None:
     bare = tmp_path / "bare.git"
     repo.run("clone", "-q", "--bare", os.fspath(repo.path), os.fspath(bare))
     assert find_working_copy(bare) is None
+
+
+@pytest.mark.parametrize(("url", "host"), [
+    ("https://user:secret@GitHub.com/acme/app.git", "github.com"),
+    ("git@ghe.example.com:acme/app.git", "ghe.example.com"),
+    ("ssh://git@github.com:22/acme/app", "github.com"),
+    ("file:///srv/app.git", None),
+    ("C:\\work\\app", None),
+    ("../app", None),
+])
+def test_remote_host(url: str, host: str | None) -> None:
+    from verified_memory.sources.discovery import remote_host
+
+    assert remote_host(url) == host

@@ -270,3 +270,29 @@ def test_a_bulk_check_reads_both_sides_of_changed_files_together(tmp_path: Path)
     # the first exchange holds all six files: each cited file as it was and as it is
     assert sorted(batches[0]) == sorted([old[f"m{n}.py"] for n in range(3)]
                                         + [new[f"m{n}.py"] for n in range(3)])
+
+
+def test_reading_ahead_lists_each_cited_commit_once(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Citations of 20 commits (more than the trees a source keeps): reading their files
+    ahead must not make the check list a tree again."""
+    from verified_memory.verify.bulk import check_citations
+
+    repo = GitRepo(tmp_path / "r")
+    shas = []
+    for n in range(20):
+        repo.write("m.py", "".join(f"X{k} = {k}\n" for k in range(n + 1)))
+        repo.commit(f"c{n}")
+        shas.append(repo.run("rev-parse", "HEAD"))
+    repo.write("m.py", "import os\n" + "".join(f"X{k} = {k}\n" for k in range(20)))
+    repo.commit("last")
+    items = [(n, {"path": "m.py", "line_start": 1, "line_end": 1, "sha": sha})
+             for n, sha in enumerate(shas)]
+    listed: list[str] = []
+    real = LocalGitSource._ls_tree
+    monkeypatch.setattr(LocalGitSource, "_ls_tree",
+                        lambda self, commit: listed.append(commit) or real(self, commit))
+    with LocalGitSource(repo.path) as source:
+        got = list(check_citations(source, items, "HEAD"))
+    assert [r["status"] for r in got] == ["relocated"] * 20
+    assert sorted(listed) == sorted({*shas, repo.run("rev-parse", "HEAD")})

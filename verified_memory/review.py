@@ -185,19 +185,19 @@ class HunkReader:
     def in_hunk(self) -> bool:
         return self._old_left > 0 or self._new_left > 0
 
-    def feed(self, line: str) -> bool:
-        """Take one line; False when it is neither a hunk header nor a hunk line."""
+    def feed(self, line: str) -> None:
+        """Take one line: a hunk header, a hunk line, or anything else (ignored)."""
         if not self.in_hunk:
             match = _HUNK.match(line)
             if match is None:
-                return line.startswith("\\")  # "\ No newline at end of file"
+                return  # not a hunk, or "\ No newline at end of file"
             old_start, old_count = int(match[1]), int(match[2] or "1")
             new_start, new_count = int(match[3]), int(match[4] or "1")
             # An empty side names the line *before* the hunk; otherwise its first line.
             self._old = old_start if old_count else old_start + 1
             self._new = new_start if new_count else new_start + 1
             self._old_left, self._new_left = old_count, new_count
-            return True
+            return
         mark = line[:1]
         if mark == "-" and self._old_left > 0:
             self.deleted.add(self._old)
@@ -219,8 +219,6 @@ class HunkReader:
             self._new_left -= 1
         elif mark != "\\":
             self._old_left = self._new_left = 0  # a hunk shorter than its header said
-            return False
-        return True
 
     def result(self, *, path: str | None, old_path: str | None, status: str,
                whole: bool = False) -> FileDiff:

@@ -18,18 +18,15 @@ change removes, and the ``@@ -a,0`` of a pure insertion names the base line it f
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from verified_memory.errors import NotFound, SourceUnavailable, ValidationError
 from verified_memory.review import Diff, FileDiff, HunkReader
+from verified_memory.sources.discovery import remote_host, remote_url
 from verified_memory.sources.local_git import check_ref, git_message, run_git
 
 __all__ = ["local_diff", "parse_diff", "remote_web_url"]
-
-#: scp-like remote syntax, ``[user@]host:path`` (as in ``sources.discovery``).
-_SCP_LIKE = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^@/:]+):(?P<path>.*)$")
 
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 
@@ -193,21 +190,10 @@ def remote_web_url(path: str | os.PathLike[str], remote: str = "origin",
     the ``GITHUB_SERVER_URL`` of the GitHub Actions run), for links to cited lines;
     None otherwise. Only the host is taken from the URL (it may carry credentials)."""
     env = dict(os.environ) if env is None else env
-    proc = run_git(Path(path), "remote", "get-url", remote)
-    if proc.returncode != 0:
-        return None
-    url = proc.stdout.decode("utf-8", "replace").strip()
-    if "://" in url:
-        try:
-            host = urlsplit(url).hostname
-        except ValueError:
-            return None
-    else:
-        match = _SCP_LIKE.match(url)
-        host = match["host"] if match else None
+    url = remote_url(path, remote)
+    host = remote_host(url) if url is not None else None
     if not host:
         return None
-    host = host.lower()
     server = (env.get("GITHUB_SERVER_URL") or "").rstrip("/")
     if server and urlsplit(server).hostname == host:
         return server

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Collection, Container, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -279,7 +279,7 @@ class PullRequests:
         return Posted("updated", int(previous["id"]), previous.get("html_url"), **counts)
 
     def _create(self, pull: PullRequest, report: ReviewReport,
-                desired: Mapping[str, Finding], placed: Container[str] = ()) -> Posted:
+                desired: Mapping[str, Finding], placed: Collection[str] = ()) -> Posted:
         from github.Commit import Commit
 
         commit = self.source.github.create_from_raw_data(
@@ -300,7 +300,7 @@ class PullRequests:
 
         unplaced = 0
         try:
-            review = create(_review_body(report, _Either(set(desired), placed)), comments)
+            review = create(_review_body(report, set(desired) | set(placed)), comments)
         except _Refused:
             unplaced = len(comments)
             comments = []
@@ -429,30 +429,13 @@ def _review_body(report: ReviewReport, inline: Container[str]) -> str:
               "is updated in place on every run._")
     body = f"{REVIEW_MARKER}\n{render_markdown(report, brief=inline)}\n{footer}\n"
     if len(body) > BODY_LIMIT:
-        body = f"{REVIEW_MARKER}\n{render_markdown(report, brief=_ALL)}\n{footer}\n"
+        every = {f.memory.id for f in report.findings}  # every finding on one line
+        body = f"{REVIEW_MARKER}\n{render_markdown(report, brief=every)}\n{footer}\n"
     if len(body) > BODY_LIMIT:
         cut = body[: BODY_LIMIT - 200].rsplit("\n", 1)[0]
         body = f"{cut}\n\n_(cut short: GitHub limits a review's length; run `vmem review` " \
                "for all of it)_\n"
     return body
-
-
-class _Everything(Container[str]):
-    """Every memory id (render every finding briefly)."""
-
-    def __contains__(self, item: object) -> bool:
-        return True
-
-
-class _Either(Container[str]):
-    def __init__(self, *parts: Container[str]) -> None:
-        self.parts = parts
-
-    def __contains__(self, item: object) -> bool:
-        return any(item in part for part in self.parts)
-
-
-_ALL = _Everything()
 
 
 def _message(data: Any) -> str:

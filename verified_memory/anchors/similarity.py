@@ -28,7 +28,7 @@ from rapidfuzz import fuzz
 from verified_memory.anchors.hashing import BLANK, hash_line
 from verified_memory.anchors.normalize import normalize_line
 
-__all__ = ["PARTIAL_MIN", "similarity", "similarity_of_hashes"]
+__all__ = ["PARTIAL_MIN", "matched_lines", "similarity", "similarity_of_hashes"]
 
 #: A changed line earns partial credit only when it is recognisably the same line:
 #: ``fuzz.ratio`` of its normalised text against the replacing line, on a 0..1 scale.
@@ -54,9 +54,13 @@ def similarity_of_hashes(old_hashes: Sequence[int], new_hashes: Sequence[int]) -
         return 1.0
     if not new or set(old).isdisjoint(new):
         return 0.0
+    return matched_lines(old, new) / len(old)
+
+
+def matched_lines(old: Sequence[int], new: Sequence[int]) -> int:
+    """How many of ``old``'s line hashes a diff keeps, in order, in ``new``."""
     matcher = SequenceMatcher(None, old, new, autojunk=False)
-    matched = sum(block.size for block in matcher.get_matching_blocks())
-    return matched / len(old)
+    return sum(block.size for block in matcher.get_matching_blocks())
 
 
 def similarity(

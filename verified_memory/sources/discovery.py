@@ -20,7 +20,7 @@ from verified_memory.errors import ValidationError
 from verified_memory.models import validate_repo
 from verified_memory.sources.local_git import run_git
 
-__all__ = ["find_working_copy", "parse_remote_url", "repo_from_remote"]
+__all__ = ["find_working_copy", "parse_remote_url", "remote_host", "remote_url", "repo_from_remote"]
 
 #: scp-like syntax: ``[user@]host:path`` (git reads a ':' before any '/' this way).
 _SCP_LIKE = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^@/:]+):(?P<path>.*)$")
@@ -46,7 +46,13 @@ def find_working_copy(start: str | os.PathLike[str]) -> Path | None:
 
 
 def repo_from_remote(working_copy: str | os.PathLike[str], remote: str = "origin") -> str | None:
-    """``owner/name`` of a remote of ``working_copy`` (None without such a remote).
+    """``owner/name`` of a remote of ``working_copy`` (None without such a remote)."""
+    url = remote_url(working_copy, remote)
+    return parse_remote_url(url) if url is not None else None
+
+
+def remote_url(working_copy: str | os.PathLike[str], remote: str = "origin") -> str | None:
+    """The URL of a remote of ``working_copy`` (None without such a remote).
 
     Uses ``git remote get-url``, so ``url.<base>.insteadOf`` rewrites are applied as git
     itself would apply them.
@@ -56,7 +62,14 @@ def repo_from_remote(working_copy: str | os.PathLike[str], remote: str = "origin
     proc = run_git(Path(working_copy), "remote", "get-url", remote)
     if proc.returncode != 0:
         return None
-    return parse_remote_url(proc.stdout.decode("utf-8", "replace").strip())
+    return proc.stdout.decode("utf-8", "replace").strip()
+
+
+def remote_host(url: str) -> str | None:
+    """The host of a git remote URL, lower-cased (never its credentials), or None for a
+    local path or nonsense."""
+    split = _split_remote_url(url)
+    return split[0].lower() if split else None
 
 
 def parse_remote_url(url: str) -> str | None:
@@ -68,6 +81,22 @@ def parse_remote_url(url: str) -> str | None:
     paths (``group/subgroup/name``: the last two segments are taken). ``file://`` URLs
     and plain paths name no hosted repository, so they give None.
     """
+    split = _split_remote_url(url)
+    if split is None:
+        return None
+    segments = [unquote(s) for s in split[1].replace("\\", "/").split("/") if s]
+    if len(segments) < 2:
+        return None
+    owner, name = segments[-2], segments[-1].removesuffix(".git")
+    try:
+        return validate_repo(f"{owner}/{name}")
+    except ValidationError:
+        return None
+
+
+def _split_remote_url(url: str) -> tuple[str, str] | None:
+    """``(host, path)`` of a remote URL (URL or scp-like syntax); None for ``file://``,
+    a local path or nonsense."""
     url = url.strip()
     if "://" in url:
         try:
@@ -77,18 +106,9 @@ def parse_remote_url(url: str) -> str | None:
             return None
         if parts.scheme.lower() == "file" or not host:
             return None
-        path = parts.path
-    else:
-        match = _SCP_LIKE.match(url)
-        # A one-letter "host" is a Windows drive (C:\repo), i.e. a local path.
-        if match is None or len(match["host"]) == 1:
-            return None
-        path = match["path"]
-    segments = [unquote(s) for s in path.replace("\\", "/").split("/") if s]
-    if len(segments) < 2:
+        return host, parts.path
+    match = _SCP_LIKE.match(url)
+    # A one-letter "host" is a Windows drive (C:\repo), i.e. a local path.
+    if match is None or len(match["host"]) == 1:
         return None
-    owner, name = segments[-2], segments[-1].removesuffix(".git")
-    try:
-        return validate_repo(f"{owner}/{name}")
-    except ValidationError:
-        return None
+    return match["host"], match["path"]

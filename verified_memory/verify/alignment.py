@@ -16,6 +16,7 @@ import xxhash
 from verified_memory.anchors import treesitter
 from verified_memory.anchors.hashing import BLANK
 from verified_memory.anchors.normalize import normalize_line
+from verified_memory.anchors.similarity import matched_lines
 from verified_memory.models import Citation, Location
 from verified_memory.verify.files import FileText
 from verified_memory.verify.ladder import find_runs
@@ -175,6 +176,4 @@ def resemblance(old: Sequence[int], new: Sequence[int]) -> float:
     b = [h for h in new if h != BLANK]
     if not a or not b:
         return 0.0
-    matcher = SequenceMatcher(None, a, b, autojunk=False)
-    matched = sum(block.size for block in matcher.get_matching_blocks())
-    return matched / max(len(a), len(b))
+    return matched_lines(a, b) / max(len(a), len(b))

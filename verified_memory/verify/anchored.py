@@ -314,9 +314,13 @@ class AnchorLocator(Locator):
             if rank_check is not None and rank_check[0] == 0:
                 return rank_check[1]
             _note(rank_check, order, found, edited)
-        for order, path, moved in later + (edits_only if not found else []):
+        for order, path, moved in later:
             _note(self._named_in(verifier, citation, path, moved, False, renamed_from),
                   order, found, edited)
+        if not found:  # an edited copy can only matter when nothing holds the code
+            for order, path, moved in edits_only:
+                _note(self._named_in(verifier, citation, path, moved, False, renamed_from),
+                      order, found, edited)
         if found:
             return min(found, key=_first_two)[2]
         # the definition still in its file, however little of it is left, is the code;

@@ -15,7 +15,6 @@ GIL while it parses, so threads would not help.
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import multiprocessing
 import os
@@ -30,7 +29,7 @@ from verified_memory.errors import (
     VerifiedMemoryError,
 )
 from verified_memory.models import Location, parse_citation
-from verified_memory.sources.base import CodeSource, Reopenable
+from verified_memory.sources.base import BatchReader, CodeSource, Reopenable
 from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
@@ -39,8 +38,10 @@ __all__ = ["check_citations", "parse_jsonl", "usable_cpus"]
 
 #: Refs (commit shas, mostly) resolved once per run and remembered.
 _REFS_CACHE = 1024
-#: Citations whose files are read ahead together (see ``_read_ahead``).
+#: Citations whose files are read ahead together (see ``_read_ahead``), and the
+#: commits they may cite: half the trees ``LocalGitSource`` keeps.
 _READ_AHEAD = 64
+_READ_AHEAD_COMMITS = 8
 #: Fewer citations than this stay in one process: starting workers would cost more.
 PARALLEL_MIN = 200
 #: Citations per worker, at least: each worker pays for its own start (a git process,
@@ -108,7 +109,7 @@ def check_citations(source: CodeSource, items: Iterable[Item], ref: str = "HEAD"
         citations = sum(isinstance(data, Mapping) for _, data in listed)
         if citations >= PARALLEL_MIN:
             workers = min(jobs, citations // CITATIONS_PER_WORKER)
-            return _check_in_workers(source, listed, ref, revision, tree, verifier, workers)
+            return _check_in_workers(source, listed, ref, revision, tree, locator, workers)
         items = listed
     return _check(source, items, ref, revision, tree, verifier)
 
@@ -148,11 +149,18 @@ def _check(source: CodeSource, items: Iterable[Item], ref: str, revision: str,
 
 def _read_ahead(items: Iterable[Item], files: FileCache, resolve: Callable[[str], str],
                 source: CodeSource, tree: Mapping[str, str]) -> Iterator[Item]:
-    """The items, unchanged, ``_READ_AHEAD`` at a time; before each group is checked,
-    the files it will read (both sides of each cited file that changed) are fetched
-    together. Best effort: whatever cannot be resolved here is reported by the check."""
-    iterator = iter(items)
-    while group := list(itertools.islice(iterator, _READ_AHEAD)):
+    """The items, unchanged, in groups; before each group is checked, the files it will
+    read (both sides of each cited file that changed) are fetched together, when the
+    source can (``BatchReader``). Best effort: whatever cannot be resolved here is
+    reported by the check.
+
+    A group is at most ``_READ_AHEAD`` citations of at most ``_READ_AHEAD_COMMITS``
+    commits, so the trees listed here are still in the source's cache when the check
+    asks for them again."""
+    if not isinstance(source, BatchReader):
+        yield from items
+        return
+    for group in _groups(items):
         wanted: list[str] = []
         for _, data in group:
             path, sha = (data.get("path"), data.get("sha")) if isinstance(data, Mapping) \
@@ -168,6 +176,22 @@ def _read_ahead(items: Iterable[Item], files: FileCache, resolve: Callable[[str]
         if wanted:
             files.prefetch(wanted)
         yield from group
+
+
+def _groups(items: Iterable[Item]) -> Iterator[list[Item]]:
+    group: list[Item] = []
+    commits: set[Any] = set()
+    for item in items:
+        data = item[1]
+        sha = data.get("sha") if isinstance(data, Mapping) else None
+        if len(group) == _READ_AHEAD or (
+                sha not in commits and len(commits) == _READ_AHEAD_COMMITS):
+            yield group
+            group, commits = [], set()
+        group.append(item)
+        commits.add(sha)
+    if group:
+        yield group
 
 
 def _result(item_id: Any, status: str, path: Any, place: Location | None,
@@ -195,12 +219,12 @@ Piece = list[tuple[int, Any, Mapping[str, Any] | str]]
 
 
 def _check_in_workers(source: Reopenable, items: Sequence[Item], ref: str, revision: str,
-                      tree: Mapping[str, str], verifier: Verifier,
+                      tree: Mapping[str, str], locator: Locator,
                       jobs: int) -> Iterator[dict[str, Any]]:
     global _inherited
     pieces = _pieces(items, jobs * _PIECES_PER_JOB)
     results: list[dict[str, Any] | None] = [None] * len(items)
-    _inherited = (source, ref, revision, tree, verifier.locator)
+    _inherited = (source, ref, revision, tree, locator)
     try:
         with multiprocessing.get_context("fork").Pool(
                 min(jobs, len(pieces)), initializer=_start_worker) as pool:
