@@ -442,15 +442,13 @@ class _BaseLocator:
         an outage is not retried for every citation)."""
         if self._unreadable:
             return citation.location, True
-        try:
-            if self._tree is None:
+        if self._tree is None:
+            try:
                 self._tree = self.source.tree(self.base)
-            if self._tree.get(citation.path) == citation.blob_sha:
-                return citation.location, True  # the same file: the stored lines are exact
-        except SourceUnavailable:
-            self._unreadable = True
-            return citation.location, True
-        check = self.verifier.check([citation], self.base)[0]
+            except SourceUnavailable:
+                self._unreadable = True
+                return citation.location, True
+        check = self.verifier.check_one(citation, self.base, self._tree)
         if check.outcome.holds and check.location is not None:
             return check.location, True
         if check.outcome is Outcome.UNVERIFIABLE:

@@ -65,7 +65,9 @@ class Env:
             raise ValidationError(f"no --repo given and {where}: pass --repo owner/name")
         return repo
 
-    def service(self, *, worktree: bool = False) -> MemoryService:
+    def service(self, *, worktree: bool = False, source: Any = None) -> MemoryService:
+        """A service on the chosen store, reading code through ``source`` when given
+        (closed with the service), else the working copy or GitHub, per repository."""
         from verified_memory.config import Settings
         from verified_memory.store import open_store
 
@@ -77,7 +79,8 @@ class Env:
                 sources[repo] = self._source(repo, worktree, settings)
             return sources[repo]
 
-        return MemoryService(open_store(self.db, settings), source_for, actor=settings.actor)
+        return MemoryService(open_store(self.db, settings), source or source_for,
+                             actor=settings.actor)
 
     def _source(self, repo: str, worktree: bool, settings: Any) -> Any:
         wc = self.working_copy
@@ -96,8 +99,8 @@ class Env:
 
 
 @contextmanager
-def running(env: Env, *, worktree: bool = False) -> Iterator[MemoryService]:
-    service = env.service(worktree=worktree)
+def running(env: Env, *, worktree: bool = False, source: Any = None) -> Iterator[MemoryService]:
+    service = env.service(worktree=worktree, source=source)
     try:
         yield service
     finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -79,18 +79,9 @@ def review(ctx: click.Context, base: str | None, head: str | None, number: int |
         raise failure
 
 
-def _service(env: Env, source: Any) -> Any:
-    from verified_memory.config import Settings
-    from verified_memory.service import MemoryService
-    from verified_memory.store import open_store
-
-    settings = Settings.from_env()
-    return MemoryService(open_store(env.db, settings), source, actor=settings.actor)
-
-
 def _review_local(env: Env, base: str | None, head: str | None, repo: str | None,
                   apply: bool) -> ReviewReport:
-    from verified_memory.cli import _progress
+    from verified_memory.cli import _progress, running
     from verified_memory.review import Links
     from verified_memory.review import review as run_review
     from verified_memory.review_git import local_diff, remote_web_url
@@ -103,7 +94,7 @@ def _review_local(env: Env, base: str | None, head: str | None, repo: str | None
                               "with --pr N --repo OWNER/NAME")
     name = env.repo(repo)
     diff = local_diff(wc, base or _default_base(wc), head or "HEAD")
-    with _service(env, LocalGitSource(wc)) as service, _progress(env) as progress:
+    with running(env, source=LocalGitSource(wc)) as service, _progress(env) as progress:
         return run_review(service, name, diff, apply=apply,
                           links=Links(name, remote_web_url(wc)), on_progress=progress)
 
@@ -120,7 +111,7 @@ def _default_base(path: Path) -> str:
 
 def _review_pull(env: Env, number: int, repo: str | None, post: bool,
                  apply: bool) -> tuple[ReviewReport, Posted | None, VerifiedMemoryError | None]:
-    from verified_memory.cli import _progress
+    from verified_memory.cli import _progress, running
     from verified_memory.config import Settings
     from verified_memory.review import Diff, Links, web_url
     from verified_memory.review import review as run_review
@@ -144,7 +135,7 @@ def _review_pull(env: Env, number: int, repo: str | None, post: bool,
                     merge_base or pulls.merge_base(pull.base_sha, pull.head_sha),
                     pull.head_sha, tuple(files), tuple(notes))
         links = Links(name, web_url(github.base_url))
-        with _service(env, local or github) as service, _progress(env) as progress:
+        with running(env, source=local or github) as service, _progress(env) as progress:
             report = run_review(service, name, diff, verify_at=verify_at, apply=apply,
                                 links=links, pull_request=number, on_progress=progress)
             posted, failure = None, None
