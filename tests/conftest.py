@@ -16,7 +16,7 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_DATA_HOME", str(Path(home) / ".local" / "share"))
     for name in ("VMEM_DATABASE_URL", "SUPABASE_URL", "SUPABASE_KEY", "GITHUB_TOKEN",
-                 "VMEM_ACTOR"):
+                 "VMEM_ACTOR", "VMEM_TRUTH_REF"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")

@@ -142,6 +142,8 @@ class FakeGitHub:
         self.trees: dict[str, list[Entry]] = {}
         self.commits: dict[str, str] = {}  # commit sha -> root tree sha
         self.refs: dict[str, str] = {}
+        self.parents: dict[str, tuple[str, ...]] = {}  # commit sha -> its parents
+        self.default_branch = "main"
         self.truncate_over: int | None = None
         self.calls: Counter[str] = Counter()
 
@@ -152,14 +154,27 @@ class FakeGitHub:
         message: str = "change",
     ) -> str:
         root = self._build_tree(files)
-        parent = self.refs.get(branch)
+        parent = self.refs.get(branch) or (self.refs.get(self.default_branch)
+                                           if branch != self.default_branch else None)
         body = f"tree {root}\n" + (f"parent {parent}\n" if parent else "")
         who = "A <a@example.com> 0 +0000"
         body += f"author {who}\ncommitter {who}\n\n{message}\n"
         sha = git_sha("commit", body.encode())
         self.commits[sha] = root
+        self.parents[sha] = (parent,) if parent else ()
         self.refs[branch] = sha
         return sha
+
+    def history(self, commit: str) -> set[str]:
+        """``commit`` and every commit before it."""
+        seen: set[str] = set()
+        todo = [commit]
+        while todo:
+            sha = todo.pop()
+            if sha not in seen:
+                seen.add(sha)
+                todo.extend(self.parents.get(sha, ()))
+        return seen
 
     def _build_tree(self, files: Mapping[str, bytes | str | Symlink | Submodule]) -> str:
         nested: dict[str, Any] = {}
@@ -227,6 +242,7 @@ class FakeGitHub:
             (r"/git/blobs/(?P<sha>[0-9a-f]+)", self._blob),
             (r"/compare/(?P<base>[^.?]+)\.\.\.(?P<head>[^?]+)", self._compare),
             (r"/contents/(?P<path>[^?]+)", self._contents),
+            ("", self._repository),
         ):
             rsps.add_callback(responses.GET, self.pattern(regex),
                               callback=self._serve(regex, handler), content_type=None)
@@ -329,10 +345,24 @@ class FakeGitHub:
         for sha, path in added.items():
             files.append({"sha": sha, "filename": path, "status": "added",
                           "additions": 1, "deletions": 0, "changes": 1})
-        body = {"url": self.url(f"/compare/{base}...{head}"), "status": "ahead",
-                "ahead_by": 1, "behind_by": 0, "total_commits": 1,
+        before_head, before_base = self.history(head), self.history(base)
+        ahead, behind = len(before_head - before_base), len(before_base - before_head)
+        status = ("identical" if base == head else "ahead" if not behind
+                  else "behind" if not ahead else "diverged")
+        body = {"url": self.url(f"/compare/{base}...{head}"), "status": status,
+                "ahead_by": ahead, "behind_by": behind, "total_commits": ahead,
                 "commits": [], "files": files[:300]}
         return 200, {"Content-Type": JSON}, json.dumps(body)
+
+    def _repository(self, request: Any, args: dict[str, str], query: Any) -> Answer:
+        self.calls["repo"] += 1
+        owner, name = self.repo.split("/")
+        body = {"id": 1296269, "name": name, "full_name": self.repo, "private": False,
+                "owner": {"login": owner, "id": 1, "type": "User"},
+                "url": self.web_api, "default_branch": self.default_branch,
+                "visibility": "public", "fork": False}
+        etag = f'"{git_sha("etag", json.dumps(body).encode())}"'
+        return 200, {"Content-Type": JSON, "ETag": etag}, json.dumps(body)
 
     def _contents(self, request: Any, args: dict[str, str], query: Any) -> Answer:
         self.calls["contents"] += 1

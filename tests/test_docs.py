@@ -77,6 +77,30 @@ def test_readme_console_session_runs(app_repo: GitRepo) -> None:
     assert proc.stdout.count('"subject"') == 2
 
 
+def test_readme_ref_rule_example_is_what_vmem_says(app_repo: GitRepo) -> None:
+    section = README.split("## The ref rule", 1)[1].split("\n## ", 1)[0]
+    (example,) = re.findall(r"```text\n(.*?)```", section, flags=re.S)
+    command, said = example.strip().splitlines()
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    subprocess.run(["bash", "-c", "vmem store --subject s --fact f --cite app/net.py:1-2"],
+                   env=env, check=True, capture_output=True)
+    app_repo.run("checkout", "-q", "-b", "feature/redirects")
+    app_repo.write("app/net.py", NET.replace("= 3", "= 4"))
+    app_repo.commit("redirects")
+    app_repo.run("checkout", "-q", "main")
+    proc = subprocess.run(["bash", "-c", command.removeprefix("$ ")], capture_output=True,
+                          text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    pattern = re.escape(said).replace("1a2b3c4d5e6f", "[0-9a-f]{12}").replace(
+        "9f8e7d6c5b4a", "[0-9a-f]{12}")
+    said_by_vmem = [line for line in proc.stderr.splitlines() if line.startswith("vmem:")]
+    assert re.fullmatch(pattern, said_by_vmem[0]), proc.stderr
+    assert "nothing stored changed (a view)" in proc.stdout
+    status = subprocess.run(["bash", "-c", "vmem recent --json"], capture_output=True,
+                            text=True, env=env, check=True)
+    assert status.stdout.count('"status": "active"') == 1
+
+
 def test_readme_python_example_runs(app_repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     (example,) = blocks("python")
     exec(compile(example, "README.md", "exec"), {})

@@ -209,7 +209,8 @@ def test_a_review_changes_no_memory_and_writes_only_telemetry(
     assert kinds(report, memories) == {"const": "breaks"}
     assert snapshot(service) == before
     new = service.memories.events(repo="acme/net")[events_before:]
-    assert sorted(e.kind.value for e in new) == ["retrieved", "verified_invalid"]
+    # A review is a view: what it saw is "checked", never a verdict dashboards count.
+    assert sorted(e.kind.value for e in new) == ["checked", "retrieved"]
     assert all(e.memory_id == memories["const"] for e in new)
     assert new[0].detail["via"] == "review"
 
@@ -410,7 +411,14 @@ def test_cli_review_markdown_and_json(cli_repo: GitRepo, memories: dict[str, str
     assert data["findings"][0]["comment"]["path"] == "net/fetch.py"
     assert data["posted"] is None
     assert data["applied"] is False
+    # Verdicts only after the merge: applying an unmerged branch's review is refused.
     code, out, err = vmem(capsys, "review", "--base", "main", "--apply", "--json")
+    assert code == 1
+    assert "it is not on main" in err
+    before = cli_repo.run("rev-parse", "main")
+    cli_repo.run("checkout", "-q", "main")
+    cli_repo.run("merge", "-q", "--ff-only", "edit")
+    code, out, err = vmem(capsys, "review", "--base", before, "--apply", "--json")
     assert code == 0, err
     assert json.loads(out)["findings"][0]["status"] == "invalid"
 

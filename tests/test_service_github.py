@@ -45,9 +45,11 @@ def test_store_verify_and_outage_through_github(rsps: responses.RequestsMock,
         report = svc.verify(repo="octo/demo", ref="main")
         assert report.verifications[0].decision is Decision.REFRESH
         assert str(report.verifications[0].checks[0].location) == "src/app.py:3-5"
-        assert report.requests == 3  # the ref, the tree, the one changed blob
+        # the ref, the default branch (the ref rule), the tree, the one changed blob
+        assert report.requests == 4
+        assert report.scopes["octo/demo"].judges
         event = svc.memories.events(memory_id=memory.id, kinds=[EventKind.VERIFIED_VALID])[0]
-        assert event.detail["pass_requests"] == 3
+        assert event.detail["pass_requests"] == 4
         assert TOKEN not in repr(svc.memories.events(repo="octo/demo"))
 
     # GitHub goes down while the cited file has changed: no verdict, nothing changed.

@@ -131,6 +131,7 @@ MEMORY_WIRE = {
     "applied_count": 0,
     "verified_commit": None,
     "invalid_reason": None,
+    "verified_ref": None,
     "citations": [{
         "path": "src/app.py", "line_start": 10, "line_end": 12, "sha": "a" * 40,
         "blob_sha": "b" * 40, "snippet_hash": "00000000000000aa",
@@ -183,10 +184,12 @@ def test_apply_sends_the_batch_and_reads_which_were_applied(store: SupabaseStore
     assert body == {"p_transitions": [
         {"memory_id": "m1", "expect": "active", "status": "invalid", "invalid_reason": "gone",
          "refreshed_at": "2026-03-01T09:30:00.000000+00:00", "verified_commit": None,
-         "citations": None, "add_verifications": 1, "add_applications": 0,
+         "verified_ref": None, "unconfirm": False, "citations": None, "add_verifications": 1,
+         "add_applications": 0,
          "events": [{**EVENT_WIRE, "kind": "invalidated"}]},
         {"memory_id": "m2", "expect": "pending", "status": None, "invalid_reason": None,
-         "refreshed_at": None, "verified_commit": None, "citations": None,
+         "refreshed_at": None, "verified_commit": None, "verified_ref": None,
+         "unconfirm": False, "citations": None,
          "add_verifications": 0, "add_applications": 0, "events": []},
     ]}
 

@@ -6,6 +6,9 @@
 - ``VMEM_ACTOR``: who telemetry says acted (default ``vmem``).
 - ``GITHUB_TOKEN`` (and ``GITHUB_API_URL`` for GitHub Enterprise): read code through the
   GitHub API when no working copy is at hand.
+- ``VMEM_TRUTH_REF``: the branch that is every repository's main line (default: each
+  repository's default branch; ``git config vmem.truthRef`` sets it per working copy).
+  Only a verification at its tip changes what is stored (the ref rule).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class Settings:
     supabase_key: str | None = None
     github_token: str | None = None
     github_api_url: str | None = None  # GitHub Enterprise: https://HOST/api/v3
+    truth_ref: str | None = None  # the main line of every repository (default: detected)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -46,6 +50,7 @@ class Settings:
             supabase_key=env.get("SUPABASE_KEY") or None,
             github_token=env.get("GITHUB_TOKEN") or None,
             github_api_url=env.get("GITHUB_API_URL") or None,
+            truth_ref=(env.get("VMEM_TRUTH_REF") or "").strip() or None,
         )
 
     def __repr__(self) -> str:  # never print secrets

@@ -38,12 +38,7 @@ from verified_memory.errors import (
     VerifiedMemoryError,
 )
 from verified_memory.models import CitationCheck, Location, Memory, Outcome, Verification
-from verified_memory.prompt import (
-    DEFAULT_BUDGET,
-    MIN_BUDGET,
-    Hydration,
-    render_context,
-)
+from verified_memory.prompt import DEFAULT_BUDGET, MIN_BUDGET
 from verified_memory.service import MemoryService
 
 try:
@@ -63,15 +58,18 @@ ServiceFactory = Callable[[], MemoryService]
 DEFAULT_HTTP_PORT = 8765
 TOOLS = (
     "memory_store", "memory_get_recent", "memory_search", "memory_search_by_path",
-    "memory_refresh", "memory_invalidate", "memory_supersede", "memory_log_applied",
-    "memory_feedback", "memory_read_citation", "memory_verify_citations", "memory_stats",
+    "memory_refresh", "memory_invalidate", "memory_supersede", "memory_recite",
+    "memory_log_applied", "memory_feedback", "memory_read_citation",
+    "memory_verify_citations", "memory_stats",
 )
 
 INSTRUCTIONS = """\
 verified-memory holds facts about this codebase that cite its code. A memory is a \
 hypothesis, not the truth: use one only after its citations were verified against the \
 current code. memory_get_recent, memory_search and memory_search_by_path verify before \
-they answer; never use anything they list as not verified. Before relying on a memory, \
+they answer; never use anything they list as not verified. Off the main line's tip \
+(another branch, an old commit) they only show what holds there and change nothing. \
+Before relying on a memory, \
 read its cited code (memory_read_citation). After using one, call memory_log_applied, \
 then memory_feedback with success or failure. Store only durable conventions and \
 invariants, each with citations (memory_store). When a memory is wrong, memory_supersede \
@@ -192,8 +190,9 @@ HydrationArg = Annotated[Literal["summary", "full", "files"], Field(
 BudgetArg = Annotated[int, Field(ge=MIN_BUDGET, le=100_000,
                                  description="Most tokens the answer may take (estimated).")]
 DryRunArg = Annotated[bool, Field(
-    description="Check without changing memories (no refresh, no invalidation). Use it "
-                "when the ref is code that is not merged, e.g. a pull request under review.")]
+    description="Check without changing memories (no refresh, no invalidation), even at "
+                "the main line's tip. Off the tip (another branch, a pull request under "
+                "review) a check never changes memories anyway.")]
 CitationsArg = Annotated[list[CitationIn], Field(min_length=1, max_length=50)]
 SubjectArg = Annotated[str, Field(min_length=1, max_length=200,
                                   description="Brief topic, e.g. 'API version synchronization'.")]
@@ -235,6 +234,8 @@ def _record(memory: Memory) -> dict[str, Any]:
         "supersedes": memory.supersedes,
         "superseded_by": memory.superseded_by,
         "invalid_reason": memory.invalid_reason,
+        "verified_ref": memory.verified_ref,
+        "verified_commit": memory.verified_commit,
     }
 
 
@@ -250,29 +251,24 @@ def _check(check: CitationCheck, code: str | None = None) -> dict[str, Any]:
 def _verified(service: MemoryService, repo: str, candidates: Sequence[Memory], *, ref: str,
               hydration: str, budget: int, query: str | None, dry_run: bool) -> CallToolResult:
     """Verify ``candidates`` now and answer with the verified context: quoted text for
-    the agent, and the same split (verified, not verified, cut by the budget) as data."""
-    report = service.verify([m.id for m in candidates], ref=ref, apply=not dry_run)
-    revision = report.revisions.get(repo) or service.source_for(repo).resolve(ref)
-    level = Hydration.parse(hydration)
-
-    def read_code(location: Location) -> str:
-        return service.read_citation(repo, location.path,
-                                     (location.line_start, location.line_end), ref=revision)
-
-    rendered = render_context(repo, revision, report.verifications, hydration=level,
-                              budget=budget, query=query, list_left_out=True,
-                              read_code=read_code if level is Hydration.FILES else None)
-    verified = [v for v in report.verifications if v.passed]
+    the agent, and the same split (verified, not verified, cut by the budget) as data.
+    ``scope`` says whether the check was a verdict (at the main line's tip) or a view."""
+    context = service.context(repo, ref=ref, memories=candidates, hydration=hydration,
+                              budget=budget, query=query, dry_run=dry_run, list_left_out=True)
+    rendered, scope = context.rendered, context.scope
+    assert rendered is not None
+    assert scope is not None
     data = {
         "repo": repo,
-        "revision": revision,
+        "revision": context.revision,
         "dry_run": dry_run,
+        "scope": scope.to_dict(),
         "verified": [
             {"id": v.memory.id, "subject": v.memory.subject,
              "citations": [_citation(c.location or c.citation.location) for c in v.checks],
              "shown_as": (rendered.hydration[v.memory.id].value
                           if v.memory.id in rendered.hydration else None)}
-            for v in verified
+            for v in context.verifications if v.passed
         ],
         "not_verified": [_left_out(v) for v in rendered.left_out],
         "omitted_for_budget": list(rendered.omitted),
@@ -284,10 +280,14 @@ def _verified(service: MemoryService, repo: str, candidates: Sequence[Memory], *
 
 
 def _left_out(v: Verification) -> dict[str, Any]:
-    """A memory that did not pass: its id, what happened and why; never its text."""
+    """A memory that did not pass: its id, what happened and why; never its text.
+    ``scope`` tells a verdict (``invalidate`` means invalidated) from a view (the memory
+    does not hold *here*, and was not changed)."""
     return {
         "id": v.memory.id,
         "decision": v.decision.value,
+        "scope": v.scope.value,
+        "change": v.change,
         "status": v.memory.status.value,
         "reason": v.reason,
         "citations": [c.to_dict() for c in v.checks],
@@ -468,6 +468,23 @@ def _add_tools(server: MCPServer[_Run]) -> None:
                 "created_by": created_by}
         new = service.supersede(memory_id, data, ref=ref)
         return {"superseded": memory_id, "memory": _record(new)}
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                             idempotent_hint=True, open_world_hint=False))
+    @_errors
+    def memory_recite(ctx: ToolContext, memory_id: MemoryIdArg, citations: CitationsArg,
+                      ref: RefArg = "HEAD",
+                      reason: Annotated[str | None, Field(max_length=2000, description=(
+                          "Why the citations moved."))] = None) -> dict[str, Any]:
+        """Point a memory at new lines in one atomic step. Call it when its fact still
+        holds but the code that shows it moved further than verification could follow
+        (the memory may be invalid because of that: it becomes active again). The new
+        citations replace all old ones. Read the new lines first (memory_read_citation).
+        If the fact itself changed, use memory_supersede instead."""
+        service = _run(ctx).service()
+        memory = service.recite(memory_id, [c.as_dict() for c in citations], ref=ref,
+                                reason=reason)
+        return {"memory": _record(memory), "standing": service.standing(memory)}
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
                                              open_world_hint=False))

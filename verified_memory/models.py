@@ -33,6 +33,7 @@ __all__ = [
     "NewMemory",
     "Outcome",
     "RepoStats",
+    "Scope",
     "Status",
     "TelemetryEvent",
     "Transition",
@@ -90,15 +91,38 @@ class Decision(StrEnum):
     UNVERIFIED = "unverified"  # some citation could not be read: no verdict, not injected
 
 
+class Scope(StrEnum):
+    """What a verification may change: the ref rule (docs/ARCHITECTURE.md).
+
+    A memory is a claim about the repository's main line. Only a check at the main
+    line's tip (or an explicit apply after a merge) is a verdict; anywhere else it is
+    a view, which decides what is injected there and changes nothing stored."""
+
+    VERDICT = "verdict"  # at the main line's tip, or an explicit apply on the main line
+    VIEW = "view"  # another branch, an old tag, a detached HEAD, the worktree
+    DRY_RUN = "dry_run"  # asked to change nothing
+    UNMERGED = "unmerged"  # a verdict pass, but the memory's commit is not merged yet
+
+    @property
+    def judges(self) -> bool:
+        """Whether a check in this scope may change the memory it checks."""
+        return self is Scope.VERDICT
+
+
 class EventKind(StrEnum):
     CREATED = "created"
     RETRIEVED = "retrieved"
+    # Verdicts: what a check at the main line's tip decided (dashboards count these).
     VERIFIED_VALID = "verified_valid"
     VERIFIED_INVALID = "verified_invalid"
     UNVERIFIABLE = "unverifiable"
     RELOCATED = "relocated"
     REFRESHED = "refreshed"
     INVALIDATED = "invalidated"
+    REVIVED = "revived"  # an invalid memory whose citations hold again on the main line
+    # What was seen and decided nothing: a view, a dry run, an unmerged memory.
+    CHECKED = "checked"
+    RECITED = "recited"  # citations replaced by request (``vmem recite``)
     SUPERSEDED = "superseded"
     APPLIED = "applied"
     FEEDBACK = "feedback"
@@ -350,8 +374,9 @@ class Memory:
     refreshed_at: datetime = field(default_factory=utcnow)
     verification_count: int = 0
     applied_count: int = 0
-    verified_commit: str | None = None
+    verified_commit: str | None = None  # where the last verdict on the main line was made
     invalid_reason: str | None = None
+    verified_ref: str | None = None  # the main line's name then (None: never judged there)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -372,6 +397,7 @@ class Memory:
             "verification_count": self.verification_count,
             "applied_count": self.applied_count,
             "verified_commit": self.verified_commit,
+            "verified_ref": self.verified_ref,
             "invalid_reason": self.invalid_reason,
         }
 
@@ -396,6 +422,7 @@ class Memory:
             applied_count=int(data.get("applied_count", 0)),
             verified_commit=data.get("verified_commit"),
             invalid_reason=data.get("invalid_reason"),
+            verified_ref=data.get("verified_ref"),
         )
 
 
@@ -449,6 +476,10 @@ class Transition:
     invalid_reason: str | None = None
     refreshed_at: datetime | None = None
     verified_commit: str | None = None
+    verified_ref: str | None = None
+    #: Forget where the memory was last judged on the main line (its citations were
+    #: re-cited off it): ``verified_ref`` and ``verified_commit`` become None.
+    unconfirm: bool = False
     citations: tuple[Citation, ...] | None = None
     add_verifications: int = 0
     add_applications: int = 0
@@ -456,18 +487,29 @@ class Transition:
 
     def apply_to(self, memory: Memory) -> Memory:
         """``memory`` as a store leaves it after this transition (the store's part is
-        checking ``expect``). ``None`` fields leave a field as it is; counters add.
+        checking ``expect``). ``None`` fields leave a field as it is; counters add. A
+        memory that becomes active has no invalid reason (a revival clears it).
 
         Every store passes a contract test saying so, which lets the service compute
         the result of a batch instead of reading thousands of memories back."""
+        status = memory.status if self.status is None else self.status
+        invalid_reason = (memory.invalid_reason if self.invalid_reason is None
+                          else self.invalid_reason)
+        if self.status is Status.ACTIVE:
+            invalid_reason = None
+        if self.unconfirm:
+            verified_ref, verified_commit = None, None
+        else:
+            verified_ref = memory.verified_ref if self.verified_ref is None else self.verified_ref
+            verified_commit = (memory.verified_commit if self.verified_commit is None
+                               else self.verified_commit)
         return replace(
             memory,
-            status=memory.status if self.status is None else self.status,
-            invalid_reason=(memory.invalid_reason if self.invalid_reason is None
-                            else self.invalid_reason),
+            status=status,
+            invalid_reason=invalid_reason,
             refreshed_at=memory.refreshed_at if self.refreshed_at is None else self.refreshed_at,
-            verified_commit=(memory.verified_commit if self.verified_commit is None
-                             else self.verified_commit),
+            verified_commit=verified_commit,
+            verified_ref=verified_ref,
             citations=memory.citations if self.citations is None else self.citations,
             verification_count=memory.verification_count + self.add_verifications,
             applied_count=memory.applied_count + self.add_applications,
@@ -511,10 +553,27 @@ class Verification:
     decision: Decision
     revision: str  # the commit checked against (or "worktree")
     reason: str | None = None
+    scope: Scope = Scope.VERDICT  # whether the decision may change the stored memory
+    ref: str = ""  # the ref asked for (``HEAD``, a branch, a tag), as given
+    #: What the verdict did to the stored memory: "refreshed", "invalidated",
+    #: "revived", or None (nothing: a view, no verdict, or another writer came first).
+    change: str | None = None
 
     @property
     def passed(self) -> bool:
+        """Every citation holds here: the memory may be injected at this revision."""
         return self.decision is Decision.REFRESH
+
+    @property
+    def judged(self) -> bool:
+        """The decision is a verdict on the memory, not a view of it."""
+        return self.scope.judges
+
+    @property
+    def where(self) -> str:
+        """``REF (sha)``, or the sha alone: where the code was checked, for people."""
+        short = self.revision[:12]
+        return f"{self.ref} ({short})" if self.ref and self.ref != self.revision else short
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -522,6 +581,9 @@ class Verification:
             "subject": self.memory.subject,
             "status": self.memory.status.value,
             "decision": self.decision.value,
+            "scope": self.scope.value,
+            "change": self.change,
+            "ref": self.ref,
             "revision": self.revision,
             "reason": self.reason,
             "citations": [c.to_dict() for c in self.checks],
@@ -534,6 +596,9 @@ class RepoStats:
     by_status: Mapping[str, int]
     events: Mapping[str, int]
     citations: int
+    #: Active memories never judged on the main line: stored on a branch (judged once
+    #: merged), re-cited, or new since the last verification at the main line's tip.
+    unconfirmed: int = 0
 
     @property
     def total(self) -> int:
@@ -553,6 +618,7 @@ class RepoStats:
             "by_status": dict(self.by_status),
             "events": dict(self.events),
             "citations": self.citations,
+            "unconfirmed": self.unconfirmed,
             "invalidation_rate": self.invalidation_rate,
         }
 

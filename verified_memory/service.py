@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verified_memory.errors import Conflict, NotFound, SourceUnavailable, ValidationError
 from verified_memory.models import (
@@ -25,6 +25,7 @@ from verified_memory.models import (
     NewMemory,
     Outcome,
     RepoStats,
+    Scope,
     Status,
     TelemetryEvent,
     Transition,
@@ -40,6 +41,10 @@ from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.decision import decide
 from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
+from verified_memory.verify.scope import PassScope, pass_scope
+
+if TYPE_CHECKING:
+    from verified_memory.prompt import Rendered
 
 __all__ = ["Context", "MemoryService", "VerificationReport"]
 
@@ -58,44 +63,76 @@ class VerificationReport:
     revisions: Mapping[str, str]  # repo -> revision checked
     duration_ms: float
     requests: int = 0  # requests the source sent (GitHub); 0 for local sources
+    scopes: Mapping[str, PassScope] = field(default_factory=dict)  # repo -> what it may change
 
-    def count(self, decision: Decision) -> int:
-        return sum(1 for v in self.verifications if v.decision is decision)
+    def count(self, decision: Decision, *, judged: bool | None = None) -> int:
+        """Verifications that reached ``decision`` (only verdicts, or only views, when
+        ``judged`` says so)."""
+        return sum(1 for v in self.verifications if v.decision is decision
+                   and (judged is None or v.judged is judged))
+
+    def changed(self, change: str) -> int:
+        """Memories this pass refreshed, invalidated or revived (``Verification.change``)."""
+        return sum(1 for v in self.verifications if v.change == change)
+
+    @property
+    def unmerged(self) -> int:
+        """Memories a verdict pass did not judge: stored on a branch not merged yet."""
+        return sum(1 for v in self.verifications if v.scope is Scope.UNMERGED)
 
     @property
     def passed(self) -> list[Memory]:
         return [v.memory for v in self.verifications if v.passed]
 
+    @property
+    def applies(self) -> bool:
+        """Whether any repository's verdicts were applied."""
+        return any(s.judges for s in self.scopes.values())
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "revisions": dict(self.revisions),
+            "scopes": {repo: scope.to_dict() for repo, scope in self.scopes.items()},
             "duration_ms": round(self.duration_ms, 1),
             "requests": self.requests,
-            "refreshed": self.count(Decision.REFRESH),
-            "invalidated": self.count(Decision.INVALIDATE),
+            "hold": self.count(Decision.REFRESH),
+            "do_not_hold": self.count(Decision.INVALIDATE),
             "unverified": self.count(Decision.UNVERIFIED),
+            "refreshed": self.changed("refreshed"),
+            "invalidated": self.changed("invalidated"),
+            "revived": self.changed("revived"),
+            "unmerged": self.unmerged,
             "memories": [v.to_dict() for v in self.verifications],
         }
 
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """Verified memories ready for a prompt, and those left out with why."""
+    """Verified memories ready for a prompt, and those left out with why.
+
+    ``rendered`` is the whole rendering (tokens, budget, the level each memory was
+    shown at, those cut by the budget); ``scope`` says whether the verification behind
+    it changed anything stored (only at the main line's tip)."""
 
     repo: str
     revision: str
     memories: tuple[Memory, ...]
     markdown: str
     left_out: tuple[Verification, ...] = field(default=())
+    scope: PassScope | None = None
+    rendered: Rendered | None = None
+    verifications: tuple[Verification, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "repo": self.repo,
             "revision": self.revision,
+            "scope": self.scope.to_dict() if self.scope else None,
             "memories": [m.to_dict() for m in self.memories],
             "markdown": self.markdown,
             "left_out": [
-                {"memory_id": v.memory.id, "decision": v.decision.value, "reason": v.reason}
+                {"memory_id": v.memory.id, "decision": v.decision.value,
+                 "scope": v.scope.value, "reason": v.reason}
                 for v in self.left_out
             ],
         }
@@ -109,6 +146,8 @@ class MemoryService:
     ``source`` is the code every repository is read from (a working copy, GitHub, a
     fake), or a callable returning the source for a repository. ``locator`` is ladder
     step 4 (default: tree-sitter anchors and the search across moved files).
+    ``truth_ref`` names the main line of every repository (default: each repository's
+    default branch, as its source finds it); see ``verify``.
     """
 
     def __init__(
@@ -118,11 +157,13 @@ class MemoryService:
         *,
         actor: str = "vmem",
         locator: Locator | None = None,
+        truth_ref: str | None = None,
     ) -> None:
         self.memories = store
         self.telemetry = TelemetryBuffer(store)  # ``retrieved`` events, written behind
         self._source = source
         self.actor = actor
+        self.truth_ref = truth_ref
         if locator is None:
             from verified_memory.verify.anchored import AnchorLocator
 
@@ -290,6 +331,29 @@ class MemoryService:
             chain.append(self.memories.get(chain[-1].superseded_by))
         return chain
 
+    def standing(self, memory: Memory) -> str:
+        """Where a memory stands under the ref rule, in one line for people: where it was
+        last judged on the main line, or why it has not been (stored on a branch that is
+        not merged yet: judged once merged)."""
+        if memory.verified_ref and memory.verified_commit:
+            return (f"last judged on {memory.verified_ref} at {memory.verified_commit[:12]}"
+                    f" ({memory.status.value})")
+        try:
+            source = self.source_for(memory.repo)
+            main = source.main_line(self.truth_ref)
+            if main is None:
+                return "not judged yet: this repository's main line is unknown"
+            tip = source.resolve(main.ref)
+            commits = {c.sha for c in memory.citations if c.sha}
+            unpinned = any(not c.sha for c in memory.citations)  # stored from the worktree
+            if unpinned or source.contained(commits, tip) != commits:
+                return (f"stored on a commit that {main.name} does not contain yet (a branch, "
+                        f"or uncommitted files): it is judged on {main.name} once merged")
+            return (f"not judged on {main.name} yet: its commit is on {main.name}, so the next "
+                    f"verification at {main.name}'s tip judges it")
+        except (NotFound, SourceUnavailable) as exc:
+            return f"not judged on the main line yet (where it stands could not be read: {exc})"
+
     def stats(self, repo: str) -> RepoStats:
         repo = validate_repo(repo)
         self.telemetry.flush()
@@ -297,36 +361,51 @@ class MemoryService:
 
     # ------------------------------------------------------------------ verifying
 
+    def scope(self, repo: str, *, ref: str = "HEAD", apply: bool | None = None) -> PassScope:
+        """What a pass over ``repo`` at ``ref`` may change, and why (see ``verify``): for
+        entry points that say so before they verify."""
+        return pass_scope(self.source_for(validate_repo(repo)), ref, apply=apply,
+                          branch=self.truth_ref)
+
     def verify(
         self,
         ids: Iterable[str] | None = None,
         *,
         repo: str | None = None,
         ref: str = "HEAD",
-        apply: bool = True,
+        apply: bool | None = None,
+        include_invalid: bool = False,
         on_progress: Progress | None = None,
     ) -> VerificationReport:
         """Check memories (by id, or every active memory of ``repo``) at ``ref``.
 
-        With ``apply`` (the default) the decision is carried out: memories whose
-        citations all hold are refreshed (relocated citations rewritten to their new
-        place, the old one kept in telemetry); memories with changed or missing code are
-        invalidated with a reason naming the citations. Unverifiable citations never
-        invalidate. Without ``apply`` only telemetry is written (a review of unmerged
-        code must not change memories).
-        """
+        The ref rule decides what the pass may change (``verify/scope.py``). At the
+        main line's tip (``apply=None``, the default) it reaches verdicts: memories
+        whose citations all hold are refreshed (relocated citations rewritten to their
+        new place, the old one kept in telemetry), memories with changed or missing
+        code are invalidated with a reason naming the citations, and, with
+        ``include_invalid``, invalid memories that hold again are revived. Anywhere
+        else the pass is a view that changes nothing stored (``apply=False`` makes any
+        pass a dry run); ``apply=True`` applies verdicts at a ``ref`` on the main line
+        that is not its tip (after a merge). Unverifiable citations are never a verdict,
+        and a memory stored on a commit the checked revision does not contain (an
+        unmerged branch) is not invalidated there. Every verdict records the main line
+        and commit it was made at."""
         started = time.perf_counter()
         if ids is not None:
             memories = self.memories.get_many(list(ids))
         elif repo is not None:
-            memories = self.memories.recent(validate_repo(repo), limit=None)
+            name = validate_repo(repo)
+            memories = self.memories.recent(name, limit=None)
+            if include_invalid:
+                memories += self.memories.recent(name, limit=None, status=Status.INVALID)
         else:
             raise ValidationError("verify needs memory ids or a repo")
         by_repo: dict[str, list[Memory]] = {}
         for memory in memories:
             by_repo.setdefault(memory.repo, []).append(memory)
         decided: list[tuple[Verification, Transition | None, TelemetryEvent]] = []
-        revisions: dict[str, str] = {}
+        scopes: dict[str, PassScope] = {}
         requests = 0
         done = 0
         now = utcnow()
@@ -334,47 +413,67 @@ class MemoryService:
         for repo_name, group in by_repo.items():
             source = self.source_for(repo_name)
             before = int(getattr(source, "requests", 0))
-            try:
-                revision = source.resolve(ref)
-            except SourceUnavailable:
-                revision = ref  # every citation below comes out unverifiable
-            revisions[repo_name] = revision
+            scope = scopes[repo_name] = pass_scope(source, ref, apply=apply,
+                                                   branch=self.truth_ref)
             verifier = verifiers.setdefault(id(source), Verifier(source, locator=self.locator))
-            checked: list[tuple[Memory, list[CitationCheck]]] = []
+            checked: list[tuple[Memory, list[CitationCheck], Decision, str | None]] = []
             for memory in group:
-                checked.append((memory, verifier.check(memory.citations, revision)))
+                # An unreadable ref makes every citation unverifiable (never a verdict).
+                checks = verifier.check(memory.citations, scope.revision)
+                checked.append((memory, checks, *decide(checks)))
                 done += 1
                 if on_progress is not None:
                     on_progress(done, len(memories))
+            unmerged = _unmerged(source, scope, [
+                m for m, _, decision, _ in checked
+                if m.status is Status.ACTIVE and decision is Decision.INVALIDATE])
             spent = int(getattr(source, "requests", 0)) - before
             requests += spent
-            decided += [self._decide(memory, checks, revision, source.pins_commits, now,
-                                     apply=apply, requests=spent)
-                        for memory, checks in checked]
+            decided += [self._decide(memory, checks, decision, reason, scope, now,
+                                     merged=memory.id not in unmerged,
+                                     include_invalid=include_invalid, requests=spent)
+                        for memory, checks, decision, reason in checked]
         # Written after every repository was checked: one transaction per batch, not
         # one per repository (a pass over a team's store spans many).
         results = {v.memory.id: v for v in self._carry_out(decided)}
         return VerificationReport(
             verifications=tuple(results[m.id] for m in memories if m.id in results),
-            revisions=revisions,
+            revisions={repo_name: scope.revision for repo_name, scope in scopes.items()},
             duration_ms=(time.perf_counter() - started) * 1000,
             requests=requests,
+            scopes=scopes,
         )
 
-    def _decide(self, memory: Memory, checks: list[CitationCheck], revision: str, pins: bool,
-                now: datetime, *, apply: bool, requests: int,
+    def _decide(self, memory: Memory, checks: list[CitationCheck], decision: Decision,
+                reason: str | None, scope: PassScope, now: datetime, *, merged: bool,
+                include_invalid: bool, requests: int,
                 ) -> tuple[Verification, Transition | None, TelemetryEvent]:
-        """The verdict on one memory, the change it calls for (None: nothing to
-        change, or ``apply`` is off), and the event that records the outcome."""
-        decision, reason = decide(checks)
-        events = self._verification_events(memory, checks, decision, reason, revision,
-                                           requests, now)
-        verification = Verification(memory, tuple(checks), decision, revision, reason)
-        transition = None
-        if apply and memory.status is Status.ACTIVE and decision is not Decision.UNVERIFIED:
-            transition = self._verification_transition(
-                memory, checks, decision, reason, revision, pins, now, events)
-        return verification, transition, events[0]
+        """The verdict on one memory (or the view of it), the change it calls for (None:
+        nothing changes), and the event that records the outcome.
+
+        A memory that does not hold and is not ``merged`` (it was stored on a commit the
+        checked revision does not contain: an unmerged branch) is not judged until it is."""
+        kind = scope.kind
+        transition: Transition | None = None
+        if kind.judges:
+            if memory.status is Status.ACTIVE and decision is Decision.INVALIDATE \
+                    and not merged:
+                kind = Scope.UNMERGED
+                reason = (f"{reason}; not judged: it was stored on a commit that "
+                          f"{scope.verdict_ref} does not contain yet (judged once merged)")
+            elif decision is not Decision.UNVERIFIED and (
+                    memory.status is Status.ACTIVE
+                    or (memory.status is Status.INVALID and include_invalid
+                        and decision is Decision.REFRESH)):
+                transition = self._verdict(memory, checks, decision, reason, scope,
+                                           now, requests)
+        verification = Verification(memory, tuple(checks), decision, scope.revision, reason,
+                                    scope=kind, ref=scope.ref)
+        if transition is not None:
+            return verification, transition, transition.events[0]
+        outcome = self._outcome_event(memory, checks, decision, reason, scope, kind,
+                                      requests, now)
+        return verification, None, outcome
 
     def _carry_out(self, decided: Sequence[tuple[Verification, Transition | None,
                                                   TelemetryEvent]]) -> list[Verification]:
@@ -390,47 +489,68 @@ class MemoryService:
                 # Not applied: another writer changed the memory meanwhile; report it as
                 # it was.
                 if done:
-                    verification = Verification(
-                        transition.apply_to(verification.memory), verification.checks,
-                        verification.decision, verification.revision, verification.reason)
+                    verification = replace(verification,
+                                           memory=transition.apply_to(verification.memory),
+                                           change=_change(transition))
                 out.append(verification)
         return out
 
-    def _verification_events(self, memory: Memory, checks: Sequence[CitationCheck],
-                             decision: Decision, reason: str | None,
-                             revision: str, requests: int, at: datetime,
-                             ) -> list[TelemetryEvent]:
+    def _outcome_event(self, memory: Memory, checks: Sequence[CitationCheck],
+                       decision: Decision, reason: str | None, scope: PassScope, kind: Scope,
+                       requests: int, at: datetime) -> TelemetryEvent:
+        """The one event of a verification that changes nothing: ``unverifiable`` in a
+        verdict pass (the memory stays as it is), else ``checked`` (a view, a dry run,
+        an unmerged memory, or a memory whose status a verdict does not touch). Views
+        are "what was seen", kept apart from verdicts so dashboards never count them."""
+        outcomes = [c.to_dict() for c in checks]
+        if kind.judges and decision is Decision.UNVERIFIED and memory.status is Status.ACTIVE:
+            return self._event(EventKind.UNVERIFIABLE, memory, None, at, ref=scope.ref,
+                               revision=scope.revision, outcomes=outcomes, reason=reason,
+                               pass_requests=requests)
+        return self._event(EventKind.CHECKED, memory, None, at, scope=kind.value,
+                           ref=scope.ref, revision=scope.revision, decision=decision.value,
+                           reason=reason, outcomes=outcomes, pass_requests=requests)
+
+    def _verdict(self, memory: Memory, checks: Sequence[CitationCheck], decision: Decision,
+                 reason: str | None, scope: PassScope, now: datetime,
+                 requests: int) -> Transition:
+        """The change a verdict makes, with its events (the outcome event first): the
+        memory is refreshed (revived, if it was invalid) or invalidated, and records the
+        main line and commit of the verdict."""
+        revision, at = scope.revision, now
+        where = {"ref": scope.ref, "revision": revision}
+        outcomes = [c.to_dict() for c in checks]
         # The outcome event carries what the whole pass spent (API requests), so
         # dashboards can sum the cost of verification from telemetry alone.
-        outcomes = [c.to_dict() for c in checks]
-        if decision is Decision.REFRESH:
-            events = [self._event(EventKind.VERIFIED_VALID, memory, None, at,
-                                  revision=revision, outcomes=outcomes, pass_requests=requests)]
-            events += [self._event(EventKind.RELOCATED, memory, None, at, revision=revision,
-                                   old=str(c.citation.location), new=str(c.location))
-                       for c in checks if c.outcome is Outcome.RELOCATED]
-            return [*events, self._event(EventKind.REFRESHED, memory, None, at,
-                                         by="verification")]
         if decision is Decision.INVALIDATE:
-            return [self._event(EventKind.VERIFIED_INVALID, memory, None, at,
-                                revision=revision, outcomes=outcomes, pass_requests=requests),
-                    self._event(EventKind.INVALIDATED, memory, None, at, reason=reason)]
-        return [self._event(EventKind.UNVERIFIABLE, memory, None, at, revision=revision,
-                            outcomes=outcomes, reason=reason, pass_requests=requests)]
-
-    def _verification_transition(
-        self, memory: Memory, checks: Sequence[CitationCheck], decision: Decision,
-        reason: str | None, revision: str, pins: bool, now: datetime,
-        events: Sequence[TelemetryEvent],
-    ) -> Transition:
-        if decision is Decision.INVALIDATE:
-            return Transition(memory.id, status=Status.INVALID, invalid_reason=reason,
-                              add_verifications=1, events=tuple(events))
-        # A working tree is no commit: its places are not pinned into citations.
-        citations = tuple(_advance(c, revision) for c in checks) if pins else memory.citations
+            return Transition(
+                memory.id, status=Status.INVALID, invalid_reason=reason, add_verifications=1,
+                verified_ref=scope.verdict_ref, verified_commit=revision,
+                events=(self._event(EventKind.VERIFIED_INVALID, memory, None, at, **where,
+                                    outcomes=outcomes, pass_requests=requests),
+                        self._event(EventKind.INVALIDATED, memory, None, at, reason=reason,
+                                    **where)))
+        events = [self._event(EventKind.VERIFIED_VALID, memory, None, at, **where,
+                              outcomes=outcomes, pass_requests=requests)]
+        events += [self._event(EventKind.RELOCATED, memory, None, at, **where,
+                               old=str(c.citation.location), new=str(c.location))
+                   for c in checks if c.outcome is Outcome.RELOCATED]
+        revived = memory.status is Status.INVALID
+        if revived:
+            events.append(self._event(EventKind.REVIVED, memory, None, at, **where,
+                                      was=memory.invalid_reason))
+        else:
+            events.append(self._event(EventKind.REFRESHED, memory, None, at,
+                                      by="verification"))
+        # A memory judged on the main line for the first time (stored there, or on a
+        # branch that was merged, squashed or rebased in) is pinned to the revision that
+        # holds it, so its citations name main-line commits from now on.
+        keep_pins = memory.verified_ref is not None
+        citations = tuple(_advance(c, revision, keep_pins=keep_pins) for c in checks)
         return Transition(
-            memory.id, refreshed_at=now, add_verifications=1,
-            verified_commit=revision if pins else None,
+            memory.id, expect=memory.status, status=Status.ACTIVE if revived else None,
+            refreshed_at=now, add_verifications=1, verified_commit=revision,
+            verified_ref=scope.verdict_ref,
             citations=citations if citations != memory.citations else None,
             events=tuple(events))
 
@@ -470,34 +590,82 @@ class MemoryService:
 
     def context(self, repo: str, *, ref: str = "HEAD", limit: int = 20,
                 query: str | None = None, hydration: str = "full",
-                budget: int | None = None) -> Context:
-        """Verify the most recent memories (those matching ``query`` first, when given),
-        then format only those that passed: at ``hydration`` (``summary``, ``full`` or
-        ``files``), within ``budget`` estimated tokens (default ``prompt.DEFAULT_BUDGET``),
-        most relevant to ``query`` first, else most recently refreshed first."""
+                budget: int | None = None, memories: Sequence[Memory] | None = None,
+                dry_run: bool = False, list_left_out: bool = False) -> Context:
+        """Verify the most recent memories (those matching ``query`` first, when given;
+        or exactly ``memories``, e.g. a search's results), then format only those that
+        passed: at ``hydration`` (``summary``, ``full`` or ``files``), within ``budget``
+        estimated tokens (default ``prompt.DEFAULT_BUDGET``), most relevant to ``query``
+        first, else most recently refreshed first. ``list_left_out`` lists the memories
+        that did not pass by id and reason (for a caller that may act on them).
+
+        The verification follows the ref rule (``verify``): at the main line's tip it
+        refreshes and invalidates; anywhere else, or with ``dry_run``, it is a view that
+        only decides what is shown here."""
         from verified_memory.models import Location
         from verified_memory.prompt import Hydration, render_context
 
         level = Hydration.parse(hydration)
-        candidates = self.get_recent(repo, limit=limit)
-        if query and query.strip():
-            found = self.search(repo, query, limit=limit)
-            candidates = list({m.id: m for m in [*found, *candidates]}.values())[:limit]
-        report = self.verify([m.id for m in candidates], ref=ref)
-        passed = tuple(v.memory for v in report.verifications if v.passed)
-        revision = report.revisions.get(repo) or self.source_for(repo).resolve(ref)
+        if memories is not None:
+            candidates = list(memories)
+        else:
+            candidates = self.get_recent(repo, limit=limit)
+            if query and query.strip():
+                found = self.search(repo, query, limit=limit)
+                candidates = list({m.id: m for m in [*found, *candidates]}.values())[:limit]
+        apply = False if dry_run else None
+        report = self.verify([m.id for m in candidates], ref=ref, apply=apply)
+        scope = report.scopes.get(repo) or self.scope(repo, ref=ref, apply=apply)
+        revision = scope.revision
 
         def read_code(location: Location) -> str:
             return self.read_citation(repo, location.path,
                                       (location.line_start, location.line_end), ref=revision)
 
         rendered = render_context(repo, revision, report.verifications, hydration=level,
-                                  budget=budget, query=query,
-                                  read_code=read_code if level is Hydration.FILES else None)
+                                  budget=budget, query=query, list_left_out=list_left_out,
+                                  read_code=read_code if level is Hydration.FILES else None,
+                                  view=None if scope.judges else scope.why)
         return Context(
-            repo=repo, revision=revision, memories=passed, markdown=rendered.text,
-            left_out=tuple(v for v in report.verifications if not v.passed),
+            repo=repo, revision=revision,
+            memories=tuple(v.memory for v in report.verifications if v.passed),
+            markdown=rendered.text, left_out=rendered.left_out, scope=scope,
+            rendered=rendered, verifications=report.verifications,
         )
+
+    def recite(self, memory_id: str, citations: Sequence[CitationRef | Mapping[str, Any]],
+               *, ref: str = "HEAD", reason: str | None = None) -> Memory:
+        """Point an active or invalid memory at new lines, in one atomic step: the new
+        citations are fingerprinted at ``ref`` and replace the old ones, and an invalid
+        memory becomes active again (for code that moved further than relocation could
+        follow). At the main line's tip the memory counts as judged there; anywhere else
+        it waits, like a memory stored on a branch, until its commit is merged."""
+        memory = self.memories.get(memory_id)
+        if memory.status not in (Status.ACTIVE, Status.INVALID):
+            raise Conflict(f"memory {memory_id} is {memory.status.value}; only an active or "
+                           "invalid memory can be re-cited")
+        if reason is not None and (not isinstance(reason, str) or len(reason) > 2000):
+            raise ValidationError("reason must be a string of at most 2000 characters")
+        new = NewMemory.parse({"repo": memory.repo, "subject": memory.subject,
+                               "fact": memory.fact, "citations": list(citations)})
+        scope = self.scope(memory.repo, ref=ref)
+        built = self._build(new, ref=scope.revision)
+        now = utcnow()
+        detail = {"ref": scope.ref, "revision": scope.revision,
+                  "old": [str(c.location) for c in memory.citations],
+                  "new": [str(c.location) for c in built.citations],
+                  "reason": (reason or "").strip() or None}
+        events = [self._event(EventKind.RECITED, memory, None, now, **detail)]
+        if memory.status is Status.INVALID:
+            events.append(self._event(EventKind.REVIVED, memory, None, now, by="recite",
+                                      was=memory.invalid_reason, **detail))
+        judged = scope.judges
+        return self._transition(memory, Transition(
+            memory_id, expect=memory.status, status=Status.ACTIVE, citations=built.citations,
+            refreshed_at=now, unconfirm=not judged,
+            verified_ref=scope.verdict_ref if judged else None,
+            verified_commit=scope.revision if judged else None, events=tuple(events)),
+            "re-cite")
 
     def close(self) -> None:
         try:
@@ -534,16 +702,48 @@ class MemoryService:
         return event
 
 
-def _advance(check: CitationCheck, sha: str | None) -> Citation:
+def _change(transition: Transition) -> str:
+    """What an applied verdict did, in the word reports use."""
+    if transition.status is Status.INVALID:
+        return "invalidated"
+    if transition.status is Status.ACTIVE and transition.expect is Status.INVALID:
+        return "revived"
+    return "refreshed"
+
+
+def _advance(check: CitationCheck, sha: str, *, keep_pins: bool = True) -> Citation:
     """The citation after a passing check: its new place and pins, same fingerprint.
 
-    A file whose blob did not change (step 1) keeps its old pins: "at that commit the
-    file was this blob" is still true, step 1 still answers next time, and a pass over
-    unchanged code then rewrites no citation rows."""
+    A file whose blob did not change (step 1) keeps its old pins, unless they point off
+    the main line (``keep_pins`` False): "at that commit the file was this blob" is
+    still true, step 1 still answers next time, and a pass over unchanged code then
+    rewrites no citation rows."""
     assert check.location is not None
-    if check.step == 1:
+    if check.step == 1 and keep_pins:
         return check.citation
     return check.citation.moved_to(check.location, sha=sha, blob_sha=check.blob_sha)
+
+
+def _unmerged(source: CodeSource, scope: PassScope, broken: Sequence[Memory]) -> set[str]:
+    """Of the memories a verdict pass found broken, those stored on a commit that the
+    checked revision does not contain (an unmerged branch): not judged there.
+
+    A memory judged on the main line before needs no asking at the tip: its citations
+    were pinned to main-line commits. Off the tip (an explicit apply after a merge) every
+    memory is asked, since one may cite code newer than the revision. One question to
+    the source per pass, only when something broke; a source that cannot answer
+    contains nothing (no verdict against a memory it cannot place)."""
+    if not scope.judges:
+        return set()
+    asking = [m for m in broken if m.verified_ref is None or not scope.at_tip]
+    commits = {c.sha for m in asking for c in m.citations if c.sha}
+    inside: frozenset[str] = frozenset()
+    if commits:
+        try:
+            inside = source.contained(commits, scope.revision)
+        except (NotFound, SourceUnavailable):
+            inside = frozenset()
+    return {m.id for m in asking if not all(c.sha in inside for c in m.citations)}
 
 
 def _check_limit(limit: int) -> None:

@@ -21,8 +21,8 @@ from verified_memory.cli.db import db
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
 from verified_memory.errors import SourceUnavailable, ValidationError, VerifiedMemoryError
-from verified_memory.models import CitationRef, Decision, NewMemory, parse_citation
-from verified_memory.service import MemoryService
+from verified_memory.models import CitationRef, Decision, NewMemory, Status, parse_citation
+from verified_memory.service import MemoryService, VerificationReport
 
 __all__ = ["main"]
 
@@ -80,7 +80,7 @@ class Env:
             return sources[repo]
 
         return MemoryService(open_store(self.db, settings), source or source_for,
-                             actor=settings.actor)
+                             actor=settings.actor, truth_ref=settings.truth_ref)
 
     def _source(self, repo: str, worktree: bool, settings: Any) -> Any:
         wc = self.working_copy
@@ -252,10 +252,12 @@ def recent(env: Env, repo: str | None, as_json: bool, limit: int) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 @pass_env
 def show(env: Env, memory_id: str, as_json: bool) -> None:
-    """Show one memory with its citations."""
+    """Show one memory with its citations, and where it stands on the main line."""
     env.out = Output(as_json)
     with running(env) as service:
-        env.out.memory(service.get(memory_id))
+        memory = service.get(memory_id)
+        standing = service.standing(memory)
+    env.out.memory(memory, standing=standing)
 
 
 @cli.command()
@@ -289,29 +291,64 @@ def search(env: Env, query: str, repo: str | None, as_json: bool, path: str | No
 @common
 @code_options
 @click.option("--dry-run", is_flag=True, help="Report only: refresh or invalidate nothing.")
+@click.option("--include-invalid", is_flag=True,
+              help="Also re-check invalid memories; at the main line's tip, those whose "
+                   "citations hold again become active (revived).")
 @pass_env
 def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref: str,
-           worktree: bool, dry_run: bool) -> None:
+           worktree: bool, dry_run: bool, include_invalid: bool) -> None:
     """Check memories' citations against the code at REF (every active memory of the
-    repository, or the IDS given); refresh those that hold, invalidate the others."""
+    repository, or the IDS given).
+
+    At the tip of the main line (the default branch) this is a verdict: memories that
+    hold are refreshed, the others invalidated. Anywhere else (another branch, a tag,
+    --worktree, --dry-run) it is a view that changes nothing stored; the first line
+    says which, and why."""
     env.out = Output(as_json)
-    with running(env, worktree=worktree) as service, _progress(env) as progress:
-        if ids:
-            report = service.verify(ids, ref=ref, apply=not dry_run, on_progress=progress)
-        else:
-            report = service.verify(repo=env.repo(repo), ref=ref, apply=not dry_run,
-                                    on_progress=progress)
+    apply = False if dry_run else None
+    with running(env, worktree=worktree) as service:
+        name = None if ids else env.repo(repo)
+        if name is not None:
+            _say(f"vmem: {service.scope(name, ref=ref, apply=apply).why}")
+        with _progress(env) as progress:
+            report = service.verify(ids or None, repo=name, ref=ref, apply=apply,
+                                    include_invalid=include_invalid, on_progress=progress)
     if as_json:
         env.out.json(report.to_dict())
         return
+    if name is None:  # the repositories were known only once the memories were read
+        for scope in report.scopes.values():
+            _say(f"vmem: {scope.why}")
     rows = [(v.memory.id, v.decision.value, c) for v in report.verifications for c in v.checks]
     if rows:
         env.out.checks_table(rows, title="citations")
-    env.out.out.print(
-        f"{len(report.verifications)} memories checked in {report.duration_ms:.0f} ms: "
-        f"{report.count(Decision.REFRESH)} hold, {report.count(Decision.INVALIDATE)} "
-        f"{'would be ' if dry_run else ''}invalidated, {report.count(Decision.UNVERIFIED)} "
-        "could not be verified", markup=False)
+    env.out.out.print(_verify_summary(report), markup=False)
+    skipped = [v.memory.id for v in report.verifications
+               if v.memory.status is Status.INVALID and v.passed and not include_invalid]
+    if skipped:
+        _say(f"vmem: {len(skipped)} invalid memor{'y holds' if len(skipped) == 1 else 'ies hold'}"
+             " here; run with --include-invalid at the main line's tip to revive: "
+             + ", ".join(skipped))
+
+
+def _say(line: str) -> None:
+    """A line for people about what a command will do, on stderr (stdout is the result)."""
+    click.echo(line, err=True)
+
+
+def _verify_summary(report: VerificationReport) -> str:
+    """One line: what the pass found, and what it changed (nothing, in a view)."""
+    text = (f"{len(report.verifications)} memories checked in {report.duration_ms:.0f} ms: "
+            f"{report.count(Decision.REFRESH)} hold, {report.count(Decision.INVALIDATE)} do "
+            f"not hold, {report.count(Decision.UNVERIFIED)} could not be verified")
+    if not report.applies:
+        return text + "; nothing stored changed (a view)"
+    text += f"; {report.changed('invalidated')} invalidated"
+    if report.changed("revived"):
+        text += f", {report.changed('revived')} revived"
+    if report.unmerged:
+        text += f"; {report.unmerged} not judged (stored on a branch not merged yet)"
+    return text
 
 
 @contextmanager
@@ -351,17 +388,26 @@ def _progress(env: Env) -> Iterator[Callable[[int, int], None]]:
 @click.option("--hook", type=click.Choice(["claude-code"]),
               help="Print what this agent's session-start hook expects (JSON for Claude "
                    "Code's SessionStart hook).")
+@click.option("--dry-run", is_flag=True,
+              help="Check without refreshing or invalidating anything, even at the main "
+                   "line's tip.")
 @pass_env
 def context(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
             limit: int, query: str | None, hydration: str, budget: int,
-            hook: str | None) -> None:
+            hook: str | None, dry_run: bool) -> None:
     """Verify the most recent memories and print those that hold, as markdown for a
-    prompt (memories that fail are left out; see `verify`)."""
+    prompt (memories that fail are left out; see `verify`).
+
+    At the tip of the main line the check is a verdict (memories that broke are
+    invalidated); on another branch, a tag, --worktree or --dry-run it is a view that
+    only decides what is printed. stderr says which."""
     env.out = Output(as_json)
     name = env.repo(repo)
     with running(env, worktree=worktree) as service:
         ctx = service.context(name, ref=ref, limit=limit, query=query, hydration=hydration,
-                              budget=budget)
+                              budget=budget, dry_run=dry_run)
+    if ctx.scope is not None:
+        _say(f"vmem: {ctx.scope.why}")
     if hook == "claude-code":
         env.out.json({"hookSpecificOutput": {"hookEventName": "SessionStart",
                                              "additionalContext": ctx.markdown}})
@@ -406,6 +452,34 @@ def applied(env: Env, memory_id: str, as_json: bool) -> None:
     with running(env) as service:
         memory = service.log_applied(memory_id)
     env.out.done(memory, f"recorded: {memory.id} applied {memory.applied_count}x")
+
+
+@cli.command()
+@click.argument("memory_id")
+@click.option("--cite", "cites", multiple=True, required=True, metavar="PATH:START-END[@SHA]",
+              help="The code that supports the fact now (repeatable; replaces every "
+                   "citation).")
+@click.option("--ref", default="HEAD", show_default=True,
+              help="Commit the new citations are fingerprinted at.")
+@click.option("--reason", help="Why the citations moved (kept in the audit trail).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+@pass_env
+def recite(env: Env, memory_id: str, cites: tuple[str, ...], ref: str, reason: str | None,
+           as_json: bool) -> None:
+    """Point a memory at new lines, in one atomic step; an invalid memory whose fact
+    still holds becomes active again.
+
+    \b
+    vmem recite 132d0c13-... --cite src/net/retry.py:40-52
+    """
+    env.out = Output(as_json)
+    citations = [_parse_cite(c, f"--cite {c}") for c in cites]
+    with running(env) as service:
+        memory = service.recite(memory_id, citations, ref=ref, reason=reason)
+        standing = service.standing(memory)
+    count = len(memory.citations)
+    env.out.done(memory, f"re-cited {memory.id} ({count} citation{'s' if count != 1 else ''}, "
+                         f"{memory.status.value}); {standing}")
 
 
 @cli.command()

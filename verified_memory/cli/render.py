@@ -64,9 +64,9 @@ class Output:
                           m.refreshed_at.strftime("%Y-%m-%d %H:%M"))
         self.out.print(table)
 
-    def memory(self, m: Memory) -> None:
+    def memory(self, m: Memory, *, standing: str | None = None) -> None:
         if self.as_json:
-            self.json(m.to_dict())
+            self.json({**m.to_dict(), "standing": standing} if standing else m.to_dict())
             return
         self.out.print(f"[bold]{m.subject}[/bold]  ({m.id})", markup=True)
         self.out.print(f"status: {m.status.value}"
@@ -85,6 +85,8 @@ class Output:
         if m.superseded_by:
             extra.append(f"superseded by {m.superseded_by}")
         self.out.print(", ".join(extra), markup=False, style="dim")
+        if standing:
+            self.out.print(f"main line: {standing}", markup=False)
 
     def checks_table(self, rows: Sequence[tuple[str, str, CitationCheck]], title: str) -> None:
         table = Table(title=title, title_justify="left")
@@ -109,9 +111,15 @@ class Output:
             table.add_row(f"status {status}", str(n))
         for kind, n in sorted(s.events.items()):
             table.add_row(f"event {kind}", str(n))
+        table.add_row("active, not judged on the main line yet", str(s.unconfirmed))
         rate = s.invalidation_rate
         table.add_row("invalidation rate", "-" if rate is None else f"{rate:.1%}")
         self.out.print(table)
+        if s.unconfirmed:
+            self.out.print(
+                f"{s.unconfirmed} active memor{'y was' if s.unconfirmed == 1 else 'ies were'} "
+                "stored on a branch (judged once merged), re-cited, or stored since the last "
+                "verification at the main line's tip; `vmem show ID` says which.", markup=False)
 
     @staticmethod
     def decision_style(decision: Decision) -> str:

@@ -1,9 +1,13 @@
 """The ``CodeSource`` Protocol: where the code that citations point at comes from.
 
-A source answers three questions, which is all the verifier needs (DESIGN.md, cost
-model): which commit does a ref name, which files (with blob shas) does a commit hold,
-and what bytes does a blob hold. Blob shas are git's, so an unchanged file is
-recognised without reading it, whatever the source.
+A source answers three questions, which is all the verifier needs (the cost model in
+docs/ARCHITECTURE.md): which commit does a ref name, which files (with blob shas) does a
+commit hold, and what bytes does a blob hold. Blob shas are git's, so an unchanged file
+is recognised without reading it, whatever the source.
+
+Two more serve the ref rule (a memory is a claim about the main line): which ref is
+the repository's main line (``main_line``), and which commits its history contains
+(``contained``), so a memory stored on an unmerged branch is not judged on main.
 
 Errors: an unknown ref raises ``NotFound``; anything that stops the code from being
 read (a dead git process, the network, auth, a rate limit) raises
@@ -13,12 +17,20 @@ verdict.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
-__all__ = ["BatchReader", "ClosingSource", "CodeSource", "Rename", "Reopenable", "git_blob_sha"]
+__all__ = [
+    "BatchReader",
+    "ClosingSource",
+    "CodeSource",
+    "MainLine",
+    "Rename",
+    "Reopenable",
+    "git_blob_sha",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +40,19 @@ class Rename:
     old: str
     new: str | None
     similarity: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class MainLine:
+    """The repository's main line as a source sees it.
+
+    ``name`` is the branch as people say it (``main``); ``ref`` is what ``resolve``
+    takes to find its tip here (a remote-tracking ``refs/remotes/origin/main`` in a
+    clone, else the local branch); ``how`` says how it was found, for messages."""
+
+    name: str
+    ref: str
+    how: str
 
 
 @runtime_checkable
@@ -50,6 +75,15 @@ class CodeSource(Protocol):
 
         Sources that cannot tell return an empty sequence; the verifier then falls back
         to searching the tree."""
+
+    def main_line(self, branch: str | None = None) -> MainLine | None:
+        """The main line: ``branch`` when given (configured), else the repository's
+        default branch. None when it cannot be told (then nothing is a verdict).
+        Raises ``SourceUnavailable`` when the answer could not be read."""
+
+    def contained(self, commits: Collection[str], tip: str) -> frozenset[str]:
+        """Those of ``commits`` (full shas) that ``tip``'s history contains, ``tip``
+        itself included. A commit this source does not know is not contained."""
 
     def close(self) -> None:
         """Stop helper processes and connections. Safe to call twice."""

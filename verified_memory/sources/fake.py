@@ -10,6 +10,12 @@ tested without a git repository::
     service = MemoryService(store=..., source=source)
     source.refs["HEAD"] = "c1"           # move HEAD, as a checkout would
 
+History is linear in the order commits are given, unless ``add_commit`` says otherwise
+(a commit's parent is the commit its branch pointed at). The main line is ``main``
+when such a ref exists, else ``HEAD``: so a fake with only ``HEAD`` behaves like a
+repository whose checkout is the main line's tip, and ``refs={"main": ..., "HEAD":
+...}`` models a checkout elsewhere (a view).
+
 Blob shas are real git blob shas, so a citation fingerprinted here matches one made
 against a real repository holding the same bytes. ``blob_reads`` counts ``read_blob``
 calls per sha, so a test can check the cost model (an unchanged file is never read).
@@ -19,12 +25,12 @@ Set ``fail_with`` to simulate an outage: every call then raises ``SourceUnavaila
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from types import MappingProxyType, TracebackType
 from typing import Self
 
 from verified_memory.errors import NotFound, SourceUnavailable, ValidationError
-from verified_memory.sources.base import Rename, git_blob_sha
+from verified_memory.sources.base import MainLine, Rename, git_blob_sha
 
 __all__ = ["DictSource"]
 
@@ -52,8 +58,11 @@ class DictSource:
     ) -> None:
         self._trees: dict[str, Mapping[str, str]] = {}
         self._blobs: dict[str, bytes] = {}
+        self._parents: dict[str, tuple[str, ...]] = {}
+        previous: tuple[str, ...] = ()
         for commit_id, files in commits.items():
-            self._add(commit_id, files)
+            self._add(commit_id, files, previous)
+            previous = (commit_id,)
         if refs is None:
             refs = {"HEAD": next(reversed(self._trees))} if self._trees else {}
         self.refs: dict[str, str] = dict(refs)
@@ -89,11 +98,21 @@ class DictSource:
         files: Mapping[str, bytes | str],
         *,
         refs: Iterable[str] = ("HEAD",),
+        parents: Sequence[str] | None = None,
     ) -> str:
-        """Add a commit and point ``refs`` at it (as committing on a branch would)."""
+        """Add a commit and point ``refs`` at it (as committing on a branch would).
+
+        Its parents default to the commit the first of ``refs`` pointed at (give two
+        for a merge)."""
         if commit_id in self._trees:
             raise ValidationError(f"commit {commit_id!r} already exists")
-        self._add(commit_id, files)
+        refs = list(refs)
+        if parents is None:
+            parents = [self.refs[refs[0]]] if refs and refs[0] in self.refs else []
+        for parent in parents:
+            if parent not in self._trees:
+                raise ValidationError(f"parent {parent!r} of {commit_id!r} is unknown")
+        self._add(commit_id, files, tuple(parents))
         for name in refs:
             self.refs[name] = commit_id
         return commit_id
@@ -150,13 +169,36 @@ class DictSource:
             found.append(Rename(path, candidates.pop(0), 100) if candidates else Rename(path, None))
         return found
 
+    def main_line(self, branch: str | None = None) -> MainLine | None:
+        """``branch`` (it must be a ref), else ``main`` when it is a ref, else ``HEAD``."""
+        self._check()
+        if branch is not None:
+            if branch not in self.refs:
+                raise NotFound(f"the main line {branch!r} is not a ref of DictSource")
+            return MainLine(branch, branch, "configured")
+        name = "main" if "main" in self.refs else "HEAD"
+        return MainLine(name, name, "DictSource")
+
+    def contained(self, commits: Collection[str], tip: str) -> frozenset[str]:
+        self._check()
+        seen: set[str] = set()
+        todo = [self.resolve(tip)]
+        while todo:
+            commit = todo.pop()
+            if commit not in seen:
+                seen.add(commit)
+                todo.extend(self._parents.get(commit, ()))
+        return frozenset(c for c in commits if c in seen)
+
     def close(self) -> None:
         """Mark the source closed (``closed`` lets a test check that its owner closed it)."""
         self.closed = True
 
     # ------------------------------------------------------------------ helpers
 
-    def _add(self, commit_id: str, files: Mapping[str, bytes | str]) -> None:
+    def _add(self, commit_id: str, files: Mapping[str, bytes | str],
+             parents: tuple[str, ...]) -> None:
+        self._parents[commit_id] = parents
         tree: dict[str, str] = {}
         for path, content in sorted(files.items()):
             data = content.encode("utf-8") if isinstance(content, str) else bytes(content)

@@ -16,6 +16,10 @@ Cost model (DESIGN.md), in requests for one verification pass:
 - ``read_blob(sha)``: 0 requests when the blob is in the disk cache (blobs never change,
   so the cache never goes stale), else 1 (``git/blobs/{sha}``, base64, up to 100 MB:
   unlike the contents API this also reads files over 1 MB).
+- ``main_line()``: 1 conditional request (``repos/{owner}/{name}``: its
+  ``default_branch``), kept on disk with its ETag; none when the branch is configured.
+- ``contained(commits, tip)``: 1 request per commit asked (``compare/{commit}...{tip}``),
+  kept on disk. The service asks only for memories never judged on the main line.
 - ``renames(old, new)``: 1 request (``compare/{old}...{new}``), cached; only called when
   a citation has to be searched for in other files. ``changed_paths(old, new)`` answers
   from the same response (which files changed), so a search need not list the old
@@ -41,7 +45,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,7 +54,7 @@ from urllib.parse import quote, urlparse
 from verified_memory.errors import MissingDependency, NotFound, SourceUnavailable, ValidationError
 from verified_memory.models import validate_repo
 from verified_memory.sources._github_http import CLIENT_ANSWERS, GitHubHttp, Reply, RetryPolicy
-from verified_memory.sources.base import ClosingSource, Rename, git_blob_sha
+from verified_memory.sources.base import ClosingSource, MainLine, Rename, git_blob_sha
 from verified_memory.sources.blob_cache import DiskBlobCache, JsonCache, default_cache_dir
 
 if TYPE_CHECKING:
@@ -334,6 +338,7 @@ class GitHubSource(ClosingSource):
         self._lock = threading.RLock()
         self._trees: dict[str, GitHubTree] = {}
         self._comparisons: dict[str, _Comparison | None] = {}
+        self._main_line: MainLine | None = None
         self._closed = False
 
     @classmethod
@@ -496,6 +501,62 @@ class GitHubSource(ClosingSource):
                                         "differently)")
             self._blobs.put(sha, data)
             return data
+
+    def main_line(self, branch: str | None = None) -> MainLine | None:
+        """``branch``, else the repository's default branch (one conditional request;
+        an unchanged answer is a 304 that costs no rate limit)."""
+        if branch is not None:
+            return MainLine(_check_ref(branch, self.repo), branch, "configured")
+        with self._lock:
+            if self._main_line is not None:  # asked once per source: it rarely changes
+                return self._main_line
+            cached = self._meta.get("repo", "default_branch")
+            known = cached if isinstance(cached, dict) else {}
+            etag = known.get("etag") if isinstance(known.get("branch"), str) else None
+            reply = self._http.get(self._api, etag=etag if isinstance(etag, str) else None,
+                                   what=f"the default branch of {self.repo}")
+            if reply.not_modified and isinstance(known.get("branch"), str):
+                name = str(known["branch"])
+            else:
+                if reply.not_modified:
+                    reply = self._http.get(self._api, what=f"the default branch of {self.repo}")
+                if reply.status in CLIENT_ANSWERS:
+                    raise NotFound(self._ref_not_found("the default branch", reply))
+                data = reply.json()
+                said = data.get("default_branch") if isinstance(data, dict) else None
+                if not isinstance(said, str) or not said:
+                    raise SourceUnavailable(
+                        f"GitHub did not say which branch of {self.repo} is the default")
+                name = said
+                if reply.headers.get("etag"):
+                    self._meta.put("repo", "default_branch",
+                                   {"branch": name, "etag": reply.headers["etag"]})
+            self._main_line = MainLine(name, name, "GitHub's default branch")
+            return self._main_line
+
+    def contained(self, commits: Collection[str], tip: str) -> frozenset[str]:
+        """Those of ``commits`` in ``tip``'s history: ``compare/{commit}...{tip}`` says
+        ``ahead`` or ``identical``. A commit GitHub does not know is not contained."""
+        tip = self.resolve(tip)
+        inside: set[str] = set()
+        for commit in {c for c in commits if isinstance(c, str) and FULL_SHA.fullmatch(c)}:
+            if commit == tip:
+                inside.add(commit)
+                continue
+            key = f"{commit}...{tip}"
+            with self._lock:
+                answer = self._meta.get("contains", key)
+                if not isinstance(answer, bool):
+                    reply = self._http.get(
+                        f"{self._api}/compare/{key}", params={"per_page": "1"},
+                        what=f"whether {tip[:12]} contains {commit[:12]} in {self.repo}")
+                    data = reply.json() if reply.status not in CLIENT_ANSWERS else {}
+                    status = data.get("status") if isinstance(data, dict) else None
+                    answer = status in ("ahead", "identical")
+                    self._meta.put("contains", key, answer, keep=_KEEP_SUBTREES)
+            if answer:
+                inside.add(commit)
+        return frozenset(inside)
 
     def renames(self, old_revision: str, new_revision: str) -> Sequence[Rename]:
         """Files renamed (``status: renamed``) or deleted (``removed``) between two

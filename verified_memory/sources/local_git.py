@@ -25,14 +25,14 @@ import subprocess
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import IO
 
 from verified_memory.errors import NotFound, SourceUnavailable
-from verified_memory.sources.base import ClosingSource, Rename
+from verified_memory.sources.base import ClosingSource, MainLine, Rename
 
 __all__ = ["LocalGitSource", "MemoryBlobCache", "git_env", "run_git"]
 
@@ -86,9 +86,10 @@ def git_command(path: Path, *args: str) -> list[str]:
 
 
 def run_git(
-    path: Path, *args: str, timeout: float = _DEFAULT_TIMEOUT
+    path: Path, *args: str, timeout: float = _DEFAULT_TIMEOUT, input: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run one git command to completion; the caller judges the exit code.
+    """Run one git command to completion (``input`` on its stdin, else nothing); the
+    caller judges the exit code.
 
     Only the failure to run git at all is turned into an error here (``SourceUnavailable``:
     git is missing, or hung), because what a non-zero exit means depends on the command.
@@ -96,7 +97,8 @@ def run_git(
     try:
         return subprocess.run(
             git_command(path, *args),
-            stdin=subprocess.DEVNULL,
+            input=input,
+            stdin=subprocess.DEVNULL if input is None else None,
             capture_output=True,
             env=git_env(),
             timeout=timeout,
@@ -322,6 +324,8 @@ class LocalGitSource(ClosingSource):
         self._trees: OrderedDict[str, Mapping[str, str]] = OrderedDict()
         self._renames: dict[tuple[str, str], tuple[Rename, ...]] = {}
         self._cache_lock = threading.Lock()  # guards _trees and _renames
+        self._main_lines: dict[str | None, MainLine | None] = {}
+        self._contained: dict[tuple[str, str], bool] = {}  # (commit, tip) -> contained
 
     def __repr__(self) -> str:
         return f"LocalGitSource({os.fspath(self.path)!r})"
@@ -431,7 +435,40 @@ class LocalGitSource(ClosingSource):
         with self._cache_lock:
             return self._renames.setdefault(key, found)
 
+    def main_line(self, branch: str | None = None) -> MainLine | None:
+        """``origin``'s default branch as last fetched (``sources/history.py``), or
+        ``branch``; found once per source (the tip is resolved at every use)."""
+        from verified_memory.sources.history import find_main_line
+
+        if branch not in self._main_lines:
+            self._main_lines[branch] = find_main_line(self.path, branch)
+        return self._main_lines[branch]
+
+    def contained(self, commits: Collection[str], tip: str) -> frozenset[str]:
+        """Those of ``commits`` in ``tip``'s history: one ``git rev-list`` for those not
+        asked before (answers are kept: a commit's ancestry never changes)."""
+        from verified_memory.sources.history import contained_commits
+
+        tip = self.resolve(tip)
+        asked = {c for c in commits if (c, tip) not in self._contained}
+        if asked:
+            inside = contained_commits(self.path, asked, tip, self._commits_present)
+            for commit in asked:
+                self._contained[(commit, tip)] = commit in inside
+        return frozenset(c for c in commits if self._contained.get((c, tip)))
+
     # ------------------------------------------------------------------ helpers
+
+    def _commits_present(self, commits: list[str]) -> set[str]:
+        """Which of these full shas name commits here (one cat-file exchange)."""
+        present: set[str] = set()
+        for start in range(0, len(commits), _BATCH):
+            chunk = commits[start:start + _BATCH]
+            with self._lock:
+                replies = self._catfile.query_many([f"{c}^{{commit}}" for c in chunk])
+            present.update(c for c, reply in zip(chunk, replies, strict=True)
+                           if not isinstance(reply, str) and reply.sha == c)
+        return present
 
     def _ls_tree(self, commit: str) -> dict[str, str]:
         proc = run_git(self.path, "ls-tree", "-r", "-z", "--full-tree", commit)

@@ -26,12 +26,12 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from verified_memory.errors import NotFound, SourceUnavailable
-from verified_memory.sources.base import ClosingSource, Rename, git_blob_sha
+from verified_memory.sources.base import ClosingSource, MainLine, Rename, git_blob_sha
 from verified_memory.sources.discovery import find_working_copy
 from verified_memory.sources.local_git import (
     FULL_SHA,
@@ -138,12 +138,8 @@ class WorktreeSource(ClosingSource):
                 return data
         if not isinstance(blob_sha, str) or not FULL_SHA.fullmatch(blob_sha):
             raise NotFound(f"blob {blob_sha!r} does not exist in {self.root}")
-        with self._lock:
-            if self._objects is None:
-                self._objects = LocalGitSource(self.root)
-            objects = self._objects
         try:
-            return objects.read_blob(blob_sha)
+            return self._git().read_blob(blob_sha)
         except NotFound:
             raise NotFound(
                 f"blob {blob_sha} is neither in the working tree nor in the repository "
@@ -172,7 +168,24 @@ class WorktreeSource(ClosingSource):
                 return parse_name_status(proc.stdout)
         return []
 
+    def main_line(self, branch: str | None = None) -> MainLine | None:
+        """The repository's main line, as ``LocalGitSource`` finds it. (Files on disk
+        are never its tip: a check here is always a view.)"""
+        return self._git().main_line(branch)
+
+    def contained(self, commits: Collection[str], tip: str) -> frozenset[str]:
+        """Commits in ``tip``'s history (``tip`` a commit of this repository)."""
+        return self._git().contained(commits, tip)
+
     # ------------------------------------------------------------------ helpers
+
+    def _git(self) -> LocalGitSource:
+        """The repository behind the files (its objects, refs and history), started
+        on first use."""
+        with self._lock:
+            if self._objects is None:
+                self._objects = LocalGitSource(self.root)
+            return self._objects
 
     def listing(self, *, refresh: bool = False) -> tuple[str, ...]:
         """Tracked and untracked-but-not-ignored paths (``git ls-files -co``), as listed.

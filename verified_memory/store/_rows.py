@@ -85,6 +85,7 @@ MEMORY_COLUMNS = (
     "applied_count",
     "verified_commit",
     "invalid_reason",
+    "verified_ref",
 )
 
 #: Columns of ``agent_memory_citation`` in the order ``citation_values`` returns them.
@@ -197,6 +198,7 @@ def memory_values(memory: Memory) -> tuple[Any, ...]:
         memory.applied_count,
         memory.verified_commit,
         memory.invalid_reason,
+        memory.verified_ref,
     )
 
 
@@ -249,7 +251,7 @@ def memory_from_values(values: Sequence[Any], citations: Sequence[Citation]) -> 
     """A memory from a row in ``MEMORY_COLUMNS`` order (the fast path)."""
     (memory_id, repo, subject, fact, reason, category, tags, status, supersedes,
      superseded_by, created_by, created_at, refreshed_at, verification_count,
-     applied_count, verified_commit, invalid_reason) = values
+     applied_count, verified_commit, invalid_reason, verified_ref) = values
     return Memory(
         id=memory_id,
         repo=repo,
@@ -269,6 +271,7 @@ def memory_from_values(values: Sequence[Any], citations: Sequence[Citation]) -> 
         applied_count=int(applied_count),
         verified_commit=verified_commit,
         invalid_reason=invalid_reason,
+        verified_ref=verified_ref,
     )
 
 

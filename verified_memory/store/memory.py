@@ -222,6 +222,8 @@ class InMemoryStore:
         return RepoStats(
             repo=repo, by_status=by_status, events=dict(sorted(kinds.items())),
             citations=citations,
+            unconfirmed=sum(1 for m in memories
+                            if m.status is Status.ACTIVE and m.verified_ref is None),
         )
 
     def close(self) -> None:

@@ -96,7 +96,18 @@ def render_sql(directory: Path | None = None) -> str:
         f"-- verified-memory migration {m.version}_{m.name}\n{m.sql.rstrip()}\n"
         for m in load_migrations(directory)
     ]
-    return "\n".join(parts)
+    return "\n".join([_REBUILD_VIEWS, *parts])
+
+
+#: The head of a pasted script. A view may only grow (``create or replace view`` keeps
+#: its columns), and each file defines ``agent_memory_full`` as it was at its step, so
+#: a second paste would meet 006's wider view in 002. Dropping it first lets every file
+#: rebuild it in turn; the functions returning its rows go with it and 002 re-creates
+#: them, 003 re-grants them. ``migrate`` runs each file once and needs none of this.
+_REBUILD_VIEWS = """\
+-- verified-memory: views are rebuilt by the files below, in order.
+drop view if exists agent_memory_full cascade;
+"""
 
 
 def migrate(url: str, directory: Path | None = None) -> list[str]:

@@ -138,6 +138,8 @@ def transition_payload(transition: Transition) -> dict[str, Any]:
         if transition.refreshed_at is not None
         else None,
         "verified_commit": transition.verified_commit,
+        "verified_ref": transition.verified_ref,
+        "unconfirm": transition.unconfirm,
         "citations": [c.to_dict() for c in transition.citations]
         if transition.citations is not None
         else None,
@@ -170,7 +172,8 @@ def stats_from_json(repo: str, data: Mapping[str, Any] | None) -> RepoStats:
     by_status = {s.value: int(counted.get(s.value, 0)) for s in Status}
     events = {str(k): int(v) for k, v in sorted((data.get("events") or {}).items())}
     return RepoStats(
-        repo=repo, by_status=by_status, events=events, citations=int(data.get("citations", 0))
+        repo=repo, by_status=by_status, events=events, citations=int(data.get("citations", 0)),
+        unconfirmed=int(data.get("unconfirmed", 0)),
     )
 
 

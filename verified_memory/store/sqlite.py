@@ -194,6 +194,15 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "DROP INDEX IF EXISTS agent_memory_repo_refreshed",
         ),
     ),
+    (
+        3,
+        "the main line's name where a memory was last judged",
+        (
+            # With verified_commit: where the last verdict was made. NULL for a memory
+            # never judged on the main line (new, stored on a branch, or re-cited).
+            "ALTER TABLE agent_memory ADD COLUMN verified_ref TEXT",
+        ),
+    ),
 )
 
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
@@ -213,15 +222,20 @@ _SELECT_CITATIONS = (
     f"SELECT {', '.join(CITATION_COLUMNS)} FROM agent_memory_citation "
     "WHERE memory_id IN (SELECT value FROM json_each(?)) ORDER BY memory_id, position"
 )
+# NULL parameters leave a column as it is (Transition.apply_to says the same in Python).
 _APPLY = """
     UPDATE agent_memory SET
-        status = coalesce(?, status),
-        invalid_reason = coalesce(?, invalid_reason),
-        refreshed_at = coalesce(?, refreshed_at),
-        verified_commit = coalesce(?, verified_commit),
-        verification_count = verification_count + ?,
-        applied_count = applied_count + ?
-    WHERE id = ?
+        status = coalesce(:status, status),
+        invalid_reason = CASE WHEN :status = 'active' THEN NULL
+                              ELSE coalesce(:invalid_reason, invalid_reason) END,
+        refreshed_at = coalesce(:refreshed_at, refreshed_at),
+        verified_commit = CASE WHEN :unconfirm THEN NULL
+                               ELSE coalesce(:verified_commit, verified_commit) END,
+        verified_ref = CASE WHEN :unconfirm THEN NULL
+                            ELSE coalesce(:verified_ref, verified_ref) END,
+        verification_count = verification_count + :add_verifications,
+        applied_count = applied_count + :add_applications
+    WHERE id = :memory_id
 """
 # Column weights for bm25: a word in the subject says more than one in a long fact.
 _BM25 = "bm25(agent_memory_fts, 4.0, 1.0, 2.0)"
@@ -311,7 +325,7 @@ class SQLiteStore(ClosingStore):
                     raise NotFound(f"memory {memory_id} not found")
             status = {memory_id: s for memory_id, (s, _) in found.items()}
             results: list[bool] = []
-            updates: list[tuple[Any, ...]] = []
+            updates: list[dict[str, Any]] = []
             # memory id -> its citation rows; a memory rewritten twice keeps the last set
             rewritten: dict[str, list[tuple[Any, ...]]] = {}
             event_rows: list[tuple[Any, ...]] = []
@@ -465,7 +479,13 @@ class SQLiteStore(ClosingStore):
                 "WHERE m.repo = ? AND m.status = 'active'",
                 (repo,),
             ).fetchone()[0]
-        return RepoStats(repo=repo, by_status=by_status, events=events, citations=citations)
+            unconfirmed = conn.execute(
+                "SELECT count(*) FROM agent_memory "
+                "WHERE repo = ? AND status = 'active' AND verified_ref IS NULL",
+                (repo,),
+            ).fetchone()[0]
+        return RepoStats(repo=repo, by_status=by_status, events=events, citations=citations,
+                         unconfirmed=unconfirmed)
 
     def close(self) -> None:
         with self._lock:
@@ -618,17 +638,20 @@ def _prepare(
     return transition, transition.citations, [event_values(e) for e in transition.events]
 
 
-def _apply_values(transition: Transition) -> tuple[Any, ...]:
+def _apply_values(transition: Transition) -> dict[str, Any]:
     """The parameters of ``_APPLY``: ``None`` leaves a column as it is."""
-    return (
-        transition.status.value if transition.status is not None else None,
-        transition.invalid_reason,
-        time_to_text(transition.refreshed_at) if transition.refreshed_at is not None else None,
-        transition.verified_commit,
-        transition.add_verifications,
-        transition.add_applications,
-        transition.memory_id,
-    )
+    return {
+        "status": transition.status.value if transition.status is not None else None,
+        "invalid_reason": transition.invalid_reason,
+        "refreshed_at": (time_to_text(transition.refreshed_at)
+                         if transition.refreshed_at is not None else None),
+        "verified_commit": transition.verified_commit,
+        "verified_ref": transition.verified_ref,
+        "unconfirm": transition.unconfirm,
+        "add_verifications": transition.add_verifications,
+        "add_applications": transition.add_applications,
+        "memory_id": transition.memory_id,
+    }
 
 
 def _sql_limit(limit: int | None) -> int:

@@ -1,0 +1,129 @@
+"""The ref rule: whether a verification pass may change what is stored.
+
+A memory is a claim about the repository's main line (its default branch). A pass at
+the main line's tip, or an explicit apply at a commit on the main line (after a merge),
+reaches **verdicts**: memories that hold are refreshed, memories that broke are
+invalidated, invalid memories that hold again are revived. Anywhere else (another
+branch, an old tag, a detached HEAD, the worktree, a dry run) a pass is a **view**: it
+decides what is injected there and changes nothing stored. A read failure is never a
+verdict, and neither is a checkout: a main line that cannot be read or told makes the
+pass a view, never a verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from verified_memory.errors import NotFound, SourceUnavailable, ValidationError
+from verified_memory.models import Scope
+from verified_memory.sources.base import CodeSource, MainLine
+
+__all__ = ["TRUTH_REF_ENV", "PassScope", "pass_scope"]
+
+#: The environment variable that names the main line for every repository.
+TRUTH_REF_ENV = "VMEM_TRUTH_REF"
+
+_NOTHING = "nothing stored changes"
+
+
+@dataclass(frozen=True, slots=True)
+class PassScope:
+    """Where one pass over one repository checks the code, and what it may change."""
+
+    kind: Scope
+    ref: str  # as asked: HEAD, a branch, a tag, a sha
+    revision: str  # the commit it names (or "worktree"; or the ref, when unreadable)
+    why: str  # one line for people: what will change and why
+    main: MainLine | None = None
+    main_commit: str | None = None  # the main line's tip
+
+    @property
+    def judges(self) -> bool:
+        return self.kind.judges
+
+    @property
+    def at_tip(self) -> bool:
+        return self.main_commit is not None and self.revision == self.main_commit
+
+    @property
+    def verdict_ref(self) -> str:
+        """The name a verdict records (the main line's, else the ref asked)."""
+        return self.main.name if self.main is not None else self.ref
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scope": self.kind.value,
+            "ref": self.ref,
+            "revision": self.revision,
+            "main_line": self.main.name if self.main else None,
+            "main_commit": self.main_commit,
+            "applies_verdicts": self.judges,
+            "why": self.why,
+        }
+
+
+def pass_scope(source: CodeSource, ref: str, *, apply: bool | None = None,
+               branch: str | None = None) -> PassScope:
+    """The scope of a pass at ``ref``. ``apply``: None applies verdicts only at the main
+    line's tip; False is a dry run; True applies them at ``ref`` too, which must then
+    be on the main line (an explicit apply after a merge). ``branch`` names the main
+    line (configured), else the source finds the default branch.
+
+    Raises ``NotFound`` for an unknown ``ref`` and ``ValidationError`` for an explicit
+    apply off the main line; a source that cannot be read gives a view."""
+    try:
+        revision = source.resolve(ref)
+    except SourceUnavailable as exc:
+        return PassScope(Scope.VIEW, ref, ref, f"could not read {ref}: {exc}; {_NOTHING}")
+    label = _label(ref, revision)
+    if apply is False:
+        return PassScope(Scope.DRY_RUN, ref, revision, f"dry run at {label}: {_NOTHING}")
+    if not source.pins_commits:
+        if apply:
+            raise ValidationError("verdicts cannot be applied to the worktree: uncommitted "
+                                  "files are not the main line")
+        return PassScope(Scope.VIEW, ref, revision,
+                         "the worktree (files on disk, uncommitted changes included) is not "
+                         f"the main line: a view, {_NOTHING}")
+    try:
+        main = source.main_line(branch)
+        # Asked at the main line by its name: one resolution (a request, on GitHub).
+        tip = (None if main is None else revision if ref in (main.ref, main.name)
+               else source.resolve(main.ref))
+    except (NotFound, SourceUnavailable) as exc:
+        if apply:
+            return PassScope(Scope.VERDICT, ref, revision,
+                             f"explicit apply at {label} (the main line could not be read: "
+                             f"{exc}): verdicts are applied")
+        return PassScope(Scope.VIEW, ref, revision,
+                         f"the main line could not be told ({exc}): a view, {_NOTHING}")
+    if main is None or tip is None:
+        if apply:
+            return PassScope(Scope.VERDICT, ref, revision,
+                             f"explicit apply at {label} (this repository's main line is "
+                             "unknown, so it was not checked): verdicts are applied")
+        return PassScope(Scope.VIEW, ref, revision,
+                         "cannot tell which branch is this repository's main line (set "
+                         f"{TRUTH_REF_ENV} or `git config vmem.truthRef BRANCH`): a view, "
+                         f"{_NOTHING}")
+    if revision == tip:
+        return PassScope(Scope.VERDICT, ref, revision,
+                         f"{label} is the tip of {main.name}: verdicts are applied",
+                         main, tip)
+    if apply:
+        if revision not in source.contained([revision], tip):
+            raise ValidationError(
+                f"cannot apply verdicts at {label}: it is not on {main.name} (tip "
+                f"{tip[:12]}); verdicts are applied on the main line only")
+        return PassScope(Scope.VERDICT, ref, revision,
+                         f"explicit apply at {label}, on {main.name}: verdicts are applied",
+                         main, tip)
+    return PassScope(Scope.VIEW, ref, revision,
+                     f"{label} is not the tip of {main.name} ({tip[:12]}): a view, {_NOTHING}",
+                     main, tip)
+
+
+def _label(ref: str, revision: str) -> str:
+    short = revision[:12]
+    return short if ref in (revision, short) else f"{ref} ({short})"
