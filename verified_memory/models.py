@@ -573,7 +573,14 @@ class Verification:
     def where(self) -> str:
         """``REF (sha)``, or the sha alone: where the code was checked, for people."""
         short = self.revision[:12]
-        return f"{self.ref} ({short})" if self.ref and self.ref != self.revision else short
+        if self.revision == "worktree":
+            return "the worktree"
+        if not self.ref or self.ref in (self.revision, short):
+            return short
+        name = self.ref
+        for prefix in ("refs/heads/", "refs/tags/", "refs/remotes/"):
+            name = name.removeprefix(prefix)
+        return f"{name} ({short})"
 
     def to_dict(self) -> dict[str, Any]:
         return {

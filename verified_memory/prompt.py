@@ -292,8 +292,8 @@ def _header(repo: str, revision: str, query: str | None, count: int,
         order = f"most relevant to {inline(shown)} first"
     scope = ""
     if view:
-        scope = (f" This is a view: {_one_line(view)}, so memories that do not hold here "
-                 "were left out without being invalidated.")
+        scope = (f" This check is a view, not a verdict ({_one_line(view)}): memories that "
+                 "do not hold here were left out without being invalidated.")
     return (
         f"## Verified memories for {inline(repo)}\n\n"
         f"{count} memor{'y' if count == 1 else 'ies'} checked against the code at "
@@ -304,26 +304,26 @@ def _header(repo: str, revision: str, query: str | None, count: int,
     )
 
 
-def _state(v: Verification) -> str:
-    """What happened to a memory that was left out, in a few words."""
+def _state(v: Verification, many: bool = False) -> str:
+    """What happened to a memory that was left out, in a few words (for ``many`` of
+    them, when counted)."""
     if v.decision is Decision.UNVERIFIED:
         return "not verifiable now"
     if v.scope is Scope.UNMERGED:
         return "not merged into the main line yet"
     if v.judged:
-        return "invalidated" if v.memory.status is Status.INVALID else "does not hold"
-    return f"does not hold here (at {v.where})"
+        return "invalidated" if v.memory.status is Status.INVALID else "not holding"
+    return f"{'do' if many else 'does'} not hold here (at {v.where})"
 
 
 def _left_out_note(left_out: Sequence[Verification], listed: bool) -> str:
     if not left_out:
         return ""
     n = len(left_out)
-    counts: dict[str, int] = {}
+    counts: dict[str, list[Verification]] = {}
     for v in left_out:
-        state = _state(v)
-        counts[state] = counts.get(state, 0) + 1
-    parts = ", ".join(f"{count} {state}" for state, count in counts.items())
+        counts.setdefault(_state(v), []).append(v)
+    parts = ", ".join(f"{len(vs)} {_state(vs[0], many=len(vs) > 1)}" for vs in counts.values())
     note = (f"{n} other memor{'y was' if n == 1 else 'ies were'} left out ({parts}): "
             f"{'its' if n == 1 else 'their'} cited code differs here, vanished or could "
             "not be read, so they are not verified here and must not be used.")

@@ -625,7 +625,7 @@ class MemoryService:
         rendered = render_context(repo, revision, report.verifications, hydration=level,
                                   budget=budget, query=query, list_left_out=list_left_out,
                                   read_code=read_code if level is Hydration.FILES else None,
-                                  view=None if scope.judges else scope.why)
+                                  view=None if scope.judges else scope.cause)
         return Context(
             repo=repo, revision=revision,
             memories=tuple(v.memory for v in report.verifications if v.passed),

@@ -65,6 +65,15 @@ class Env:
             raise ValidationError(f"no --repo given and {where}: pass --repo owner/name")
         return repo
 
+    def ref(self, given: str, *, worktree: bool = False) -> str:
+        """``HEAD`` as the branch checked out (``refs/heads/NAME``), so that what a check
+        says names the branch; a detached HEAD, another ref or the worktree as given."""
+        if given != "HEAD" or worktree or self.working_copy is None:
+            return given
+        from verified_memory.sources.discovery import checked_out_branch
+
+        return checked_out_branch(self.working_copy) or given
+
     def service(self, *, worktree: bool = False, source: Any = None) -> MemoryService:
         """A service on the chosen store, reading code through ``source`` when given
         (closed with the service), else the working copy or GitHub, per repository."""
@@ -306,6 +315,7 @@ def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref:
     says which, and why."""
     env.out = Output(as_json)
     apply = False if dry_run else None
+    ref = env.ref(ref, worktree=worktree)
     with running(env, worktree=worktree) as service:
         name = None if ids else env.repo(repo)
         if name is not None:
@@ -403,6 +413,7 @@ def context(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
     only decides what is printed. stderr says which."""
     env.out = Output(as_json)
     name = env.repo(repo)
+    ref = env.ref(ref, worktree=worktree)
     with running(env, worktree=worktree) as service:
         ctx = service.context(name, ref=ref, limit=limit, query=query, hydration=hydration,
                               budget=budget, dry_run=dry_run)

@@ -20,7 +20,14 @@ from verified_memory.errors import ValidationError
 from verified_memory.models import validate_repo
 from verified_memory.sources.local_git import run_git
 
-__all__ = ["find_working_copy", "parse_remote_url", "remote_host", "remote_url", "repo_from_remote"]
+__all__ = [
+    "checked_out_branch",
+    "find_working_copy",
+    "parse_remote_url",
+    "remote_host",
+    "remote_url",
+    "repo_from_remote",
+]
 
 #: scp-like syntax: ``[user@]host:path`` (git reads a ':' before any '/' this way).
 _SCP_LIKE = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^@/:]+):(?P<path>.*)$")
@@ -43,6 +50,14 @@ def find_working_copy(start: str | os.PathLike[str]) -> Path | None:
     if proc.returncode != 0 or not top:  # old gits print nothing in a bare repository
         return None
     return Path(os.fsdecode(top))
+
+
+def checked_out_branch(working_copy: str | os.PathLike[str]) -> str | None:
+    """The full name of the branch checked out (``refs/heads/feature/x``), or None on a
+    detached HEAD: so that a check at ``HEAD`` can say which branch it looked at."""
+    proc = run_git(Path(working_copy), "symbolic-ref", "-q", "HEAD")
+    name = proc.stdout.decode("utf-8", "replace").strip()
+    return name if proc.returncode == 0 and name.startswith("refs/heads/") else None
 
 
 def repo_from_remote(working_copy: str | os.PathLike[str], remote: str = "origin") -> str | None:

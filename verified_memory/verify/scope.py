@@ -19,12 +19,10 @@ from verified_memory.errors import NotFound, SourceUnavailable, ValidationError
 from verified_memory.models import Scope
 from verified_memory.sources.base import CodeSource, MainLine
 
-__all__ = ["TRUTH_REF_ENV", "PassScope", "pass_scope"]
+__all__ = ["TRUTH_REF_ENV", "PassScope", "pass_scope", "short_ref"]
 
 #: The environment variable that names the main line for every repository.
 TRUTH_REF_ENV = "VMEM_TRUTH_REF"
-
-_NOTHING = "nothing stored changes"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +32,18 @@ class PassScope:
     kind: Scope
     ref: str  # as asked: HEAD, a branch, a tag, a sha
     revision: str  # the commit it names (or "worktree"; or the ref, when unreadable)
-    why: str  # one line for people: what will change and why
+    cause: str  # why the pass is a verdict or a view, for people
     main: MainLine | None = None
     main_commit: str | None = None  # the main line's tip
+
+    @property
+    def why(self) -> str:
+        """One line: the cause and what follows from it."""
+        if self.kind is Scope.VERDICT:
+            return f"{self.cause}: verdicts are applied"
+        if self.kind is Scope.DRY_RUN:
+            return f"{self.cause}: nothing stored changes"
+        return f"{self.cause}: a view, nothing stored changes"
 
     @property
     def judges(self) -> bool:
@@ -49,7 +56,7 @@ class PassScope:
     @property
     def verdict_ref(self) -> str:
         """The name a verdict records (the main line's, else the ref asked)."""
-        return self.main.name if self.main is not None else self.ref
+        return self.main.name if self.main is not None else short_ref(self.ref)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,17 +82,16 @@ def pass_scope(source: CodeSource, ref: str, *, apply: bool | None = None,
     try:
         revision = source.resolve(ref)
     except SourceUnavailable as exc:
-        return PassScope(Scope.VIEW, ref, ref, f"could not read {ref}: {exc}; {_NOTHING}")
+        return PassScope(Scope.VIEW, ref, ref, f"could not read {ref} ({exc})")
     label = _label(ref, revision)
     if apply is False:
-        return PassScope(Scope.DRY_RUN, ref, revision, f"dry run at {label}: {_NOTHING}")
+        return PassScope(Scope.DRY_RUN, ref, revision, f"dry run at {label}")
     if not source.pins_commits:
         if apply:
             raise ValidationError("verdicts cannot be applied to the worktree: uncommitted "
                                   "files are not the main line")
-        return PassScope(Scope.VIEW, ref, revision,
-                         "the worktree (files on disk, uncommitted changes included) is not "
-                         f"the main line: a view, {_NOTHING}")
+        return PassScope(Scope.VIEW, ref, revision, "the worktree (files on disk, "
+                         "uncommitted changes included) is not the main line")
     try:
         main = source.main_line(branch)
         # Asked at the main line by its name: one resolution (a request, on GitHub).
@@ -93,23 +99,18 @@ def pass_scope(source: CodeSource, ref: str, *, apply: bool | None = None,
                else source.resolve(main.ref))
     except (NotFound, SourceUnavailable) as exc:
         if apply:
-            return PassScope(Scope.VERDICT, ref, revision,
-                             f"explicit apply at {label} (the main line could not be read: "
-                             f"{exc}): verdicts are applied")
-        return PassScope(Scope.VIEW, ref, revision,
-                         f"the main line could not be told ({exc}): a view, {_NOTHING}")
+            return PassScope(Scope.VERDICT, ref, revision, f"explicit apply at {label} (the "
+                             f"main line could not be read: {exc})")
+        return PassScope(Scope.VIEW, ref, revision, f"the main line could not be told ({exc})")
     if main is None or tip is None:
         if apply:
-            return PassScope(Scope.VERDICT, ref, revision,
-                             f"explicit apply at {label} (this repository's main line is "
-                             "unknown, so it was not checked): verdicts are applied")
+            return PassScope(Scope.VERDICT, ref, revision, f"explicit apply at {label} (this "
+                             "repository's main line is unknown, so it was not checked)")
         return PassScope(Scope.VIEW, ref, revision,
                          "cannot tell which branch is this repository's main line (set "
-                         f"{TRUTH_REF_ENV} or `git config vmem.truthRef BRANCH`): a view, "
-                         f"{_NOTHING}")
+                         f"{TRUTH_REF_ENV} or `git config vmem.truthRef BRANCH`)")
     if revision == tip:
-        return PassScope(Scope.VERDICT, ref, revision,
-                         f"{label} is the tip of {main.name}: verdicts are applied",
+        return PassScope(Scope.VERDICT, ref, revision, f"{label} is the tip of {main.name}",
                          main, tip)
     if apply:
         if revision not in source.contained([revision], tip):
@@ -117,13 +118,20 @@ def pass_scope(source: CodeSource, ref: str, *, apply: bool | None = None,
                 f"cannot apply verdicts at {label}: it is not on {main.name} (tip "
                 f"{tip[:12]}); verdicts are applied on the main line only")
         return PassScope(Scope.VERDICT, ref, revision,
-                         f"explicit apply at {label}, on {main.name}: verdicts are applied",
-                         main, tip)
+                         f"explicit apply at {label}, on {main.name}", main, tip)
     return PassScope(Scope.VIEW, ref, revision,
-                     f"{label} is not the tip of {main.name} ({tip[:12]}): a view, {_NOTHING}",
-                     main, tip)
+                     f"{label} is not the tip of {main.name} ({tip[:12]})", main, tip)
 
 
 def _label(ref: str, revision: str) -> str:
+    """``feature/x (1a2b3c4d5e6f)`` for people: a ref's short name and its commit."""
     short = revision[:12]
-    return short if ref in (revision, short) else f"{ref} ({short})"
+    return short if ref in (revision, short) else f"{short_ref(ref)} ({short})"
+
+
+def short_ref(ref: str) -> str:
+    """``refs/heads/feature/x`` -> ``feature/x`` (likewise tags and remote branches)."""
+    for prefix in ("refs/heads/", "refs/tags/", "refs/remotes/"):
+        if ref.startswith(prefix):
+            return ref.removeprefix(prefix)
+    return ref

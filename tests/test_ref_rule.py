@@ -1,0 +1,507 @@
+"""The ref rule on real repositories: only a check at the main line's tip (or an explicit
+apply on it) changes a memory; a branch, an old tag, a detached HEAD, the worktree and a
+dry run are views that change nothing stored.
+
+Every test works in a real clone of a real (bare) ``origin``, so the main line is found
+the way it is for users: ``refs/remotes/origin/HEAD``, at its remote-tracking tip.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.gitrepo import GitRepo, git_env
+from tests.test_cli import vmem, vmem_json
+from verified_memory import (
+    Decision,
+    DictSource,
+    EventKind,
+    LocalGitSource,
+    MemoryService,
+    Status,
+    ValidationError,
+    WorktreeSource,
+)
+from verified_memory.models import Scope
+from verified_memory.store.sqlite import SQLiteStore
+
+REPO = "acme/requests"
+SESSIONS = """\
+MAX_REDIRECTS = 30
+DEFAULT_TIMEOUT = 10
+
+
+def resolve_redirects(resp, req):
+    hist = []
+    while resp.is_redirect:
+        if len(hist) >= MAX_REDIRECTS:
+            raise TooManyRedirects(len(hist))
+        hist.append(resp)
+        resp = follow(resp, req)
+    return resp
+
+
+def rebuild_auth(prepared, response):
+    headers = prepared.headers
+    if "Authorization" in headers and changed_host(prepared, response):
+        del headers["Authorization"]
+    return prepared
+
+
+def send(request, **kwargs):
+    kwargs.setdefault("timeout", DEFAULT_TIMEOUT)
+    adapter = get_adapter(request.url)
+    return adapter.send(request, **kwargs)
+
+
+def mount(prefix, adapter):
+    adapters[prefix] = adapter
+    keys = sorted(adapters, key=len, reverse=True)
+    return keys
+"""
+#: subject -> citation (path:lines) in SESSIONS
+CITES = {
+    "Redirect limit": "src/sessions.py:1",
+    "Authorization is dropped across hosts": "src/sessions.py:15-19",
+    "send has a default timeout": "src/sessions.py:22-25",
+    "Longest prefix wins": "src/sessions.py:28-31",
+}
+#: The unmerged branch: edits three of the four cited blocks.
+REDIRECTS = (SESSIONS.replace("MAX_REDIRECTS = 30", "MAX_REDIRECTS = 20")
+             .replace('    if "Authorization" in headers and changed_host(prepared, response):\n'
+                      '        del headers["Authorization"]\n',
+                      '    strip_auth(headers, prepared, response)\n')
+             .replace('kwargs.setdefault("timeout", DEFAULT_TIMEOUT)',
+                      'kwargs.setdefault("timeout", None)'))
+
+
+# --------------------------------------------------------------------------- repositories
+
+
+def git(cwd: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, env=git_env(),
+                          check=False)
+    assert proc.returncode == 0, proc.stderr.decode()
+    return proc.stdout.decode().strip()
+
+
+@pytest.fixture
+def clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
+    """A developer's clone of ``origin`` (whose default branch is main), with the store
+    and the working directory set up as ``vmem`` finds them."""
+    origin = GitRepo(tmp_path / "origin.git", bare=True)
+    author = GitRepo(tmp_path / "author")
+    author.write("src/sessions.py", SESSIONS)
+    author.write("README.md", "# requests\n\n```python\nMAX_REDIRECTS = 30\n```\n")
+    author.commit("initial")
+    author.run("remote", "add", "origin", str(origin.path))
+    author.run("push", "-q", "origin", "main")
+    git(tmp_path, "clone", "-q", str(origin.path), str(tmp_path / "clone"))
+    repo = GitRepo(tmp_path / "clone")
+    monkeypatch.chdir(repo.path)
+    monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'memory.db'}")
+    return repo
+
+
+def store_all(capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    """The four memories, stored through the CLI on main: subject -> id."""
+    ids = {}
+    for subject, cite in CITES.items():
+        memory = vmem_json(capsys, "store", "--repo", REPO, "--subject", subject,
+                           "--fact", f"{subject}.", "--cite", cite)
+        ids[subject] = memory["id"]
+    return ids
+
+
+def snapshot(db: Path) -> list[dict[str, Any]]:
+    """Every memory as stored (status, citations, counters, pins), to compare."""
+    with SQLiteStore(db) as store:
+        return [m.to_dict() for m in store.recent(REPO, limit=None, status=None)]
+
+
+def events(db: Path, *kinds: EventKind) -> list[str]:
+    with SQLiteStore(db) as store:
+        return [e.kind.value for e in store.events(repo=REPO, kinds=list(kinds) or None,
+                                                   limit=None)]
+
+
+def commit_on_branch(repo: GitRepo, branch: str, content: str, path: str = "src/sessions.py",
+                     base: str = "main") -> str:
+    repo.run("checkout", "-q", "-b", branch, base)
+    repo.write(path, content)
+    return repo.commit(f"change {path} on {branch}")
+
+
+def push_main(repo: GitRepo) -> None:
+    """Publish main: origin and the clone's remote-tracking main move together."""
+    repo.run("push", "-q", "origin", "main")
+
+
+@pytest.fixture
+def db(clone: GitRepo, tmp_path: Path) -> Path:
+    return tmp_path / "memory.db"
+
+
+@pytest.fixture
+def service(clone: GitRepo, db: Path) -> Iterator[MemoryService]:
+    with MemoryService(SQLiteStore(db), LocalGitSource(clone.path)) as svc:
+        yield svc
+
+
+# --------------------------------------------------------------------------- the main line
+
+
+def test_the_main_line_is_origins_default_branch_at_its_remote_tracking_tip(
+        clone: GitRepo) -> None:
+    with LocalGitSource(clone.path) as source:
+        main = source.main_line()
+        assert main is not None
+        assert (main.name, main.ref, main.how) == ("main", "refs/remotes/origin/main",
+                                                   "origin/HEAD")
+        # A local commit nobody else has is not the main line yet.
+        clone.write("notes.txt", "local\n")
+        local = clone.commit("unpushed")
+        assert source.resolve(main.ref) != local
+        assert source.contained([local], main.ref) == frozenset()
+        push_main(clone)
+        assert source.resolve(main.ref) == local
+
+
+def test_the_main_line_can_be_configured_or_guessed(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "solo")
+    repo.write("a.py", "x = 1\n")
+    repo.commit("one")
+    repo.run("branch", "-m", "trunk")
+    with LocalGitSource(repo.path) as source:
+        assert source.main_line() is None  # no origin/HEAD, no main, no master
+        assert source.main_line("trunk") is not None
+    repo.run("config", "vmem.truthRef", "trunk")
+    with LocalGitSource(repo.path) as source:
+        main = source.main_line()
+        assert main is not None
+        assert (main.name, main.how) == ("trunk", "git config vmem.truthRef")
+    repo.run("config", "vmem.truthRef", "no-such-branch")
+    with LocalGitSource(repo.path) as source, pytest.raises(Exception, match="no-such-branch"):
+        source.main_line()
+
+
+def test_an_unknown_main_line_makes_every_check_a_view(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "solo")
+    repo.write("a.py", "LIMIT = 1\n")
+    repo.commit("one")
+    repo.run("branch", "-m", "trunk")
+    with MemoryService(SQLiteStore(tmp_path / "m.db"), LocalGitSource(repo.path)) as svc:
+        memory = svc.store({"repo": REPO, "subject": "s", "fact": "f",
+                            "citations": [{"path": "a.py", "line_start": 1}]})
+        repo.write("a.py", "LIMIT = 2\n")
+        repo.commit("two")
+        report = svc.verify(repo=REPO)
+        scope = report.scopes[REPO]
+        assert scope.kind is Scope.VIEW
+        assert "VMEM_TRUTH_REF" in scope.why
+        assert svc.memories.get(memory.id).status is Status.ACTIVE
+    with MemoryService(SQLiteStore(tmp_path / "m.db"), LocalGitSource(repo.path),
+                       truth_ref="trunk") as svc:
+        assert svc.verify(repo=REPO).verifications[0].memory.status is Status.INVALID
+
+
+# --------------------------------------------------------------------------- views
+
+
+def test_a_branch_checkout_then_back_to_main_changes_nothing(
+        clone: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = store_all(capsys)
+    commit_on_branch(clone, "feature/redirects", REDIRECTS)
+    before = snapshot(db)
+    # The session-start hook on the branch: three memories do not hold here.
+    code, out, err = vmem(capsys, "context", "--repo", REPO, "--hook", "claude-code")
+    assert code == 0, err
+    assert "feature/redirects" in err
+    assert "a view, nothing stored changes" in err
+    context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert "3 other memories were left out (3 do not hold here (at feature/redirects" in context
+    assert "were not invalidated" in context
+    assert ids["Longest prefix wins"] in context  # the one that holds is injected
+    for tool in ("verify", "context"):
+        code, _, err = vmem(capsys, tool, "--repo", REPO)
+        assert code == 0, err
+    clone.run("checkout", "-q", "main")
+    assert snapshot(db) == before
+    stats = vmem_json(capsys, "stats", "--repo", REPO)
+    assert stats["by_status"]["active"] == 4
+    assert stats["invalidation_rate"] is None
+    assert EventKind.VERIFIED_INVALID.value not in stats["events"]
+    assert stats["events"]["checked"] >= 12
+    # The review bot still finds what the branch breaks, whatever ran on it before.
+    review = vmem_json(capsys, "review", "--repo", REPO, "--base", "main",
+                       "--head", "feature/redirects")
+    assert review["counts"]["breaks"] == 3
+    assert snapshot(db) == before
+
+
+def test_an_old_tag_and_a_detached_head_are_views(
+        clone: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    clone.run("tag", "v1.0")
+    clone.write("src/sessions.py", SESSIONS + "\n\ndef close():\n    return None\n")
+    clone.commit("add close")
+    push_main(clone)
+    memory = vmem_json(capsys, "store", "--repo", REPO, "--subject", "close",
+                       "--fact", "close returns None.", "--cite", "src/sessions.py:33-34")
+    before = snapshot(db)
+    for checkout in ("v1.0", "HEAD~1"):
+        clone.run("checkout", "-q", checkout)
+        report = vmem_json(capsys, "verify", "--repo", REPO)
+        assert report["scopes"][REPO]["scope"] == "view"
+        assert report["memories"][0]["decision"] == "invalidate"  # no such code there
+        assert report["invalidated"] == 0
+        clone.run("checkout", "-q", "main")
+        assert snapshot(db) == before
+    # Detached at the main line's tip is the tip: a verdict.
+    clone.run("checkout", "-q", "--detach", "main")
+    report = vmem_json(capsys, "verify", "--repo", REPO)
+    assert report["scopes"][REPO]["scope"] == "verdict"
+    assert report["refreshed"] == 1
+    stored = vmem_json(capsys, "show", memory["id"])
+    assert stored["verified_ref"] == "main"
+    assert stored["verified_commit"] == clone.head
+
+
+def test_worktree_edits_are_a_view(clone: GitRepo, db: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    ids = store_all(capsys)
+    clone.write("src/sessions.py", REDIRECTS)  # uncommitted
+    before = snapshot(db)
+    code, out, err = vmem(capsys, "context", "--repo", REPO, "--worktree")
+    assert code == 0, err
+    assert "the worktree" in err
+    assert "3 do not hold here (at the worktree)" in out
+    report = vmem_json(capsys, "verify", "--repo", REPO, "--worktree")
+    assert report["scopes"][REPO]["applies_verdicts"] is False
+    assert report["do_not_hold"] == 3
+    assert snapshot(db) == before
+    with MemoryService(SQLiteStore(db), WorktreeSource(clone.path)) as svc, \
+            pytest.raises(ValidationError, match="worktree"):
+        svc.verify([ids["Redirect limit"]], apply=True)
+
+
+def test_a_local_commit_that_is_not_pushed_is_a_view_until_it_is(
+        clone: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = store_all(capsys)
+    clone.write("src/sessions.py", REDIRECTS)
+    clone.commit("edit on local main")
+    report = vmem_json(capsys, "verify", "--repo", REPO)
+    assert report["scopes"][REPO]["scope"] == "view"
+    push_main(clone)
+    report = vmem_json(capsys, "verify", "--repo", REPO)
+    assert report["scopes"][REPO]["scope"] == "verdict"
+    assert report["invalidated"] == 3
+    assert vmem_json(capsys, "show", ids["Redirect limit"])["status"] == "invalid"
+
+
+def test_dry_runs_leave_the_invalidation_rate_alone(
+        clone: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    vmem_json(capsys, "store", "--repo", REPO, "--subject", "limit", "--fact", "30",
+              "--cite", "src/sessions.py:1")
+    for _ in range(3):
+        report = vmem_json(capsys, "verify", "--repo", REPO, "--dry-run")
+        assert report["scopes"][REPO]["scope"] == "dry_run"
+    code, _, err = vmem(capsys, "context", "--repo", REPO, "--dry-run")
+    assert code == 0
+    assert "dry run" in err
+    stats = vmem_json(capsys, "stats", "--repo", REPO)
+    assert stats["invalidation_rate"] is None
+    assert stats["events"]["checked"] == 4
+    assert "verified_valid" not in stats["events"]
+    # A verdict then counts, once.
+    vmem_json(capsys, "verify", "--repo", REPO)
+    stats = vmem_json(capsys, "stats", "--repo", REPO)
+    assert stats["invalidation_rate"] == 0.0
+    assert stats["events"]["verified_valid"] == 1
+
+
+# --------------------------------------------------------------------------- branch memories
+
+
+def test_a_memory_stored_on_a_branch_is_judged_after_the_merge_not_before(
+        clone: GitRepo, db: Path, service: MemoryService,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    retry = "def retry(n):\n    return min(n, MAX_REDIRECTS)\n"
+    commit_on_branch(clone, "feature/retry", SESSIONS + "\n\n" + retry)
+    memory = vmem_json(capsys, "store", "--repo", REPO, "--subject", "retry is capped",
+                       "--fact", "retry caps n at MAX_REDIRECTS.",
+                       "--cite", "src/sessions.py:34-35")
+    clone.run("checkout", "-q", "main")
+    # On main the code is not there yet: not "missing", not judged.
+    report = vmem_json(capsys, "verify", "--repo", REPO)
+    assert report["scopes"][REPO]["scope"] == "verdict"
+    assert report["memories"][0]["scope"] == "unmerged"
+    assert report["unmerged"] == 1
+    assert report["invalidated"] == 0
+    shown = vmem(capsys, "show", memory["id"])[1]
+    assert "main does not contain yet" in shown
+    code, out, _ = vmem(capsys, "context", "--repo", REPO)
+    assert code == 0
+    assert "1 not merged into the main line yet" in out
+    stats = vmem_json(capsys, "stats", "--repo", REPO)
+    assert stats["unconfirmed"] == 1
+    assert stats["by_status"]["active"] == 1
+    # The merge: now it is judged, and holds.
+    clone.run("merge", "-q", "--no-ff", "-m", "merge retry", "feature/retry")
+    push_main(clone)
+    report = vmem_json(capsys, "verify", "--repo", REPO)
+    assert report["refreshed"] == 1
+    stored = service.memories.get(memory["id"])
+    assert (stored.verified_ref, stored.verified_commit) == ("main", clone.head)
+    assert vmem_json(capsys, "stats", "--repo", REPO)["unconfirmed"] == 0
+    # From now on a change on main that breaks it is a verdict.
+    clone.write("src/sessions.py", SESSIONS + "\n\n" + retry.replace("min(n, MAX_REDIRECTS)", "n"))
+    clone.commit("uncap retry")
+    push_main(clone)
+    assert vmem_json(capsys, "verify", "--repo", REPO)["invalidated"] == 1
+
+
+def test_a_squash_merged_branch_memory_is_adopted_by_the_main_line(
+        clone: GitRepo, service: MemoryService) -> None:
+    commit_on_branch(clone, "feature/close", SESSIONS + "\n\ndef close():\n    return None\n")
+    memory = service.store({"repo": REPO, "subject": "close", "fact": "returns None",
+                            "citations": [{"path": "src/sessions.py", "line_start": 33,
+                                           "line_end": 34}]})
+    branch_commit = clone.head
+    clone.run("checkout", "-q", "main")
+    clone.run("merge", "-q", "--squash", "feature/close")
+    squashed = clone.commit("squash feature/close")
+    clone.run("branch", "-q", "-D", "feature/close")
+    push_main(clone)
+    assert memory.citations[0].sha == branch_commit
+    (verification,) = service.verify(repo=REPO).verifications
+    assert verification.change == "refreshed"
+    stored = service.memories.get(memory.id)
+    # Pinned to the main line: the branch commit is no longer needed to judge it.
+    assert stored.citations[0].sha == squashed
+    assert stored.verified_ref == "main"
+
+
+# --------------------------------------------------------------------------- revival
+
+
+def test_revival_after_a_revert(clone: GitRepo, db: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    ids = store_all(capsys)
+    limit = ids["Redirect limit"]
+    clone.write("src/sessions.py", SESSIONS.replace("= 30", "= 20"))
+    clone.commit("lower the redirect limit")
+    push_main(clone)
+    assert vmem_json(capsys, "verify", "--repo", REPO)["invalidated"] == 1
+    clone.run("revert", "--no-edit", "HEAD")
+    push_main(clone)
+    # Without the flag an invalid memory is checked, not revived; the note says how.
+    code, out, err = vmem(capsys, "verify", limit)
+    assert code == 0, err
+    assert "1 hold" in out
+    assert "--include-invalid" in err
+    assert vmem_json(capsys, "show", limit)["status"] == "invalid"
+    # On a branch, revival is a view too.
+    commit_on_branch(clone, "elsewhere", SESSIONS + "# more\n")
+    report = vmem_json(capsys, "verify", "--include-invalid", limit)
+    assert report["revived"] == 0
+    clone.run("checkout", "-q", "main")
+    report = vmem_json(capsys, "verify", "--include-invalid", limit)
+    assert report["revived"] == 1
+    shown = vmem_json(capsys, "show", limit)
+    assert shown["status"] == "active"
+    assert shown["invalid_reason"] is None
+    assert events(db, EventKind.REVIVED) == ["revived"]
+    # Repository-wide, with invalid memories included.
+    clone.write("src/sessions.py", SESSIONS.replace("= 30", "= 20"))
+    clone.commit("lower it again")
+    push_main(clone)
+    vmem_json(capsys, "verify", "--repo", REPO)
+    clone.run("revert", "--no-edit", "HEAD")
+    push_main(clone)
+    report = vmem_json(capsys, "verify", "--repo", REPO, "--include-invalid")
+    assert report["revived"] == 1
+    assert report["hold"] == 4
+
+
+def test_recite_points_an_invalid_memory_at_new_lines_atomically(
+        clone: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = store_all(capsys)
+    timeout = ids["send has a default timeout"]
+    moved = SESSIONS.replace(
+        'def send(request, **kwargs):\n    kwargs.setdefault("timeout", DEFAULT_TIMEOUT)\n',
+        'def send(request, **kwargs):\n    apply_defaults(kwargs)\n') + (
+        '\n\ndef apply_defaults(kwargs):\n    kwargs.setdefault("timeout", DEFAULT_TIMEOUT)\n')
+    clone.write("src/sessions.py", moved)
+    clone.commit("extract apply_defaults")
+    push_main(clone)
+    vmem_json(capsys, "verify", "--repo", REPO)
+    assert vmem_json(capsys, "show", timeout)["status"] == "invalid"
+    # A bad citation is refused whole: the memory is as it was.
+    code, _, err = vmem(capsys, "recite", timeout, "--cite", "src/sessions.py:900")
+    assert code == 1
+    assert "past the end" in err
+    assert vmem_json(capsys, "show", timeout)["status"] == "invalid"
+    recited = vmem_json(capsys, "recite", timeout, "--cite", "src/sessions.py:33-34",
+                        "--reason", "the default moved to apply_defaults")
+    assert recited["status"] == "active"
+    assert [c["line_start"] for c in recited["citations"]] == [33]
+    assert recited["verified_ref"] == "main"  # re-cited at the main line's tip
+    assert events(db, EventKind.RECITED, EventKind.REVIVED) == ["recited", "revived"]
+    # Re-cited on a branch: active, but it waits for the merge like a branch memory.
+    commit_on_branch(clone, "feature/x", moved + "# x\n")
+    again = vmem_json(capsys, "recite", timeout, "--cite", "src/sessions.py:34")
+    assert again["verified_ref"] is None
+    assert "does not contain yet" in vmem(capsys, "show", timeout)[1]
+
+
+# --------------------------------------------------------------------------- explicit apply
+
+
+def test_an_explicit_apply_is_refused_off_the_main_line_and_taken_on_it(
+        clone: GitRepo, service: MemoryService) -> None:
+    memory = service.store({"repo": REPO, "subject": "limit", "fact": "30",
+                            "citations": [{"path": "src/sessions.py", "line_start": 1}]})
+    feature = commit_on_branch(clone, "feature", REDIRECTS)
+    with pytest.raises(ValidationError, match="not on main"):
+        service.verify([memory.id], ref=feature, apply=True)
+    clone.run("checkout", "-q", "main")
+    clone.run("merge", "-q", "--ff-only", "feature")
+    merged = clone.head
+    clone.write("README.md", "# requests, later\n")
+    clone.commit("later")
+    push_main(clone)
+    report = service.verify([memory.id], ref=merged, apply=True)
+    assert report.scopes[REPO].kind is Scope.VERDICT
+    assert "explicit apply" in report.scopes[REPO].why
+    stored = service.memories.get(memory.id)
+    assert stored.status is Status.INVALID
+    assert stored.verified_commit == merged
+
+
+# --------------------------------------------------------------------------- the Python API
+
+
+def test_the_python_api_follows_the_rule_with_a_fake_source(tmp_path: Path) -> None:
+    source = DictSource({"c1": {"a.py": "LIMIT = 1\n"}})
+    source.refs["main"] = "c1"
+    with MemoryService(SQLiteStore(tmp_path / "m.db"), source) as svc:
+        memory = svc.store({"repo": REPO, "subject": "s", "fact": "f",
+                            "citations": [{"path": "a.py", "line_start": 1}]})
+        source.add_commit("c2", {"a.py": "LIMIT = 2\n"}, refs=["topic", "HEAD"])
+        assert svc.scope(REPO).kind is Scope.VIEW
+        (view,) = svc.verify([memory.id]).verifications
+        assert (view.decision, view.scope, view.change) == (Decision.INVALIDATE, Scope.VIEW,
+                                                             None)
+        context = svc.context(REPO)
+        assert context.memories == ()
+        assert context.scope is not None
+        assert not context.scope.judges
+        assert svc.memories.get(memory.id).status is Status.ACTIVE
+        (verdict,) = svc.verify([memory.id], ref="main").verifications
+        assert verdict.change == "refreshed"
