@@ -505,3 +505,104 @@ def test_the_python_api_follows_the_rule_with_a_fake_source(tmp_path: Path) -> N
         assert svc.memories.get(memory.id).status is Status.ACTIVE
         (verdict,) = svc.verify([memory.id], ref="main").verifications
         assert verdict.change == "refreshed"
+
+
+# --------------------------------------------------------------------------- through MCP
+
+
+def test_mcp_retrieval_on_a_branch_is_a_view_and_recite_works(
+        clone: GitRepo, db: Path, service: MemoryService) -> None:
+    from tests.test_mcp_server import call, ok
+    from verified_memory.mcp_server import build_server
+
+    ids = {subject: service.store({"repo": REPO, "subject": subject, "fact": f"{subject}.",
+                                   "citations": [_cite(cite)]}).id
+           for subject, cite in CITES.items()}
+    commit_on_branch(clone, "feature/redirects", REDIRECTS)
+    before = snapshot(db)
+    server = build_server(lambda: MemoryService(SQLiteStore(db), LocalGitSource(clone.path)),
+                          default_repo=REPO)
+    for tool, arguments in (("memory_get_recent", {}),
+                            ("memory_search", {"query": "redirect limit"}),
+                            ("memory_search_by_path", {"path": "src/sessions.py"})):
+        answer = ok(call(server, tool, **arguments))
+        assert answer["scope"]["scope"] == "view", tool
+        assert not answer["scope"]["applies_verdicts"]
+        for entry in answer["not_verified"]:
+            assert (entry["scope"], entry["change"], entry["status"]) == ("view", None,
+                                                                          "active")
+    answer = ok(call(server, "memory_get_recent"))
+    assert {e["id"] for e in answer["not_verified"]} == {
+        ids["Redirect limit"], ids["Authorization is dropped across hosts"],
+        ids["send has a default timeout"]}
+    assert [v["id"] for v in answer["verified"]] == [ids["Longest prefix wins"]]
+    assert snapshot(db) == before
+    # Back on main and past the change: the verdict, then a recite through MCP.
+    clone.run("checkout", "-q", "main")
+    clone.run("merge", "-q", "--ff-only", "feature/redirects")
+    push_main(clone)
+    answer = ok(call(server, "memory_get_recent"))
+    assert answer["scope"]["scope"] == "verdict"
+    assert {e["change"] for e in answer["not_verified"]} == {"invalidated"}
+    recited = ok(call(server, "memory_recite", memory_id=ids["Redirect limit"],
+                      citations=[{"path": "src/sessions.py", "line_start": 1}],
+                      reason="the limit is 20 now and the fact says the line"))
+    assert recited["memory"]["status"] == "active"
+    assert recited["memory"]["verified_ref"] == "main"
+    assert "last judged on main" in recited["standing"]
+
+
+def _cite(text: str) -> dict[str, Any]:
+    path, _, lines = text.partition(":")
+    start, _, end = lines.partition("-")
+    return {"path": path, "line_start": int(start), "line_end": int(end or start)}
+
+
+# --------------------------------------------------------------------------- through GitHub
+
+
+def test_github_a_branch_that_is_not_the_default_is_a_view(tmp_path: Path) -> None:
+    import responses
+
+    from tests.github_payloads import FakeGitHub
+    from verified_memory.sources.github import GitHubSource, RetryPolicy
+
+    fake = FakeGitHub("octo/demo")
+    fake.commit({"src/sessions.py": SESSIONS})
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        fake.install(rsps)
+
+        def service() -> MemoryService:
+            source = GitHubSource("octo/demo", "ghp_RefRuleToken0123456789", sleep=lambda s: None,
+                                  cache_dir=tmp_path / "cache", retry=RetryPolicy(attempts=2))
+            return MemoryService(SQLiteStore(tmp_path / "gh.db"), source)
+
+        with service() as svc:
+            memory = svc.store({"repo": "octo/demo", "subject": "limit", "fact": "30",
+                                "citations": [{"path": "src/sessions.py", "line_start": 1}]},
+                               ref="main")
+        fake.commit({"src/sessions.py": REDIRECTS}, branch="feature")
+        added = SESSIONS + "\n\ndef close():\n    return None\n"
+        fake.commit({"src/sessions.py": added}, branch="topic")
+        with service() as svc:
+            # A branch memory, stored on "topic" (GitHub knows it is not on main).
+            branch_memory = svc.store({"repo": "octo/demo", "subject": "close", "fact": "None",
+                                       "citations": [{"path": "src/sessions.py",
+                                                      "line_start": 33, "line_end": 34}]},
+                                      ref="topic")
+            report = svc.verify(repo="octo/demo", ref="feature")
+            assert report.scopes["octo/demo"].kind is Scope.VIEW
+            assert "not the tip of main" in report.scopes["octo/demo"].why
+            assert report.count(Decision.INVALIDATE) == 2
+            assert svc.memories.get(memory.id).status is Status.ACTIVE
+            context = svc.context("octo/demo", ref="feature")
+            assert context.memories == ()
+            assert "do not hold here (at feature" in context.markdown
+            # At main's tip: a verdict; the branch memory is not judged there.
+            report = svc.verify(repo="octo/demo", ref="main")
+            assert report.scopes["octo/demo"].judges
+            by_id = {v.memory.id: v for v in report.verifications}
+            assert by_id[memory.id].change == "refreshed"
+            assert by_id[branch_memory.id].scope is Scope.UNMERGED
+            assert svc.memories.get(branch_memory.id).status is Status.ACTIVE
+            assert fake.calls["repo"] == 1  # the default branch, asked once per source

@@ -472,6 +472,36 @@ def test_apply_leaves_what_the_transition_says(store: MemoryStore) -> None:
         assert store.get(m.id) == expected
 
 
+def test_apply_records_confirms_revives_and_unconfirms(store: MemoryStore) -> None:
+    # The ref rule's fields: where a verdict was made, a revival that clears the invalid
+    # reason, and forgetting where (re-cited off the main line). Every store agrees
+    # with Transition.apply_to, and a memory reads back with verified_ref.
+    m = mem(verified_ref="main", verified_commit="a" * 40)
+    store.add(m)
+    assert store.get(m.id).verified_ref == "main"
+    steps = [
+        Transition(m.id, status=Status.INVALID, invalid_reason="src/app.py:1-3 changed",
+                   verified_ref="trunk", verified_commit="b" * 40, add_verifications=1,
+                   events=(event(EventKind.INVALIDATED, m.id),)),
+        Transition(m.id, expect=Status.INVALID, status=Status.ACTIVE, refreshed_at=at(30),
+                   verified_ref="main", verified_commit="c" * 40,
+                   events=(event(EventKind.REVIVED, m.id),)),
+        Transition(m.id, unconfirm=True, citations=(cite("src/other.py", 2, 4),),
+                   events=(event(EventKind.RECITED, m.id),)),
+    ]
+    expected = store.get(m.id)
+    for transition in steps:
+        assert store.apply([transition]) == [True]
+        expected = transition.apply_to(expected)
+        assert store.get(m.id) == expected
+    final = store.get(m.id)
+    assert (final.status, final.invalid_reason) == (Status.ACTIVE, None)
+    assert (final.verified_ref, final.verified_commit) == (None, None)
+    assert [e.kind for e in store.events(memory_id=m.id)] == [
+        EventKind.INVALIDATED, EventKind.REVIVED, EventKind.RECITED]
+    assert store.stats(REPO).unconfirmed == 1
+
+
 def test_apply_invalidate_hides_the_memory(store: MemoryStore) -> None:
     m = mem(citations=(cite("src/app.py", 1, 3),), subject="retry policy")
     store.add(m)
@@ -756,6 +786,17 @@ def test_stats_counts_statuses_events_and_active_citations(store: MemoryStore) -
     assert dict(stats.events) == {"created": 2, "verified_invalid": 1, "verified_valid": 2}
     assert stats.citations == 3
     assert stats.invalidation_rate == pytest.approx(1 / 3)
+    assert stats.unconfirmed == 2  # active, never judged on the main line
+
+
+def test_checked_events_are_kept_but_never_count_as_verdicts(store: MemoryStore) -> None:
+    store.add(mem())
+    store.log([event(EventKind.CHECKED), event(EventKind.CHECKED), event(EventKind.CHECKED)])
+
+    stats = store.stats(REPO)
+
+    assert stats.events == {"checked": 3}
+    assert stats.invalidation_rate is None
 
 
 def test_stats_of_an_empty_repository_has_every_status_at_zero(store: MemoryStore) -> None:
