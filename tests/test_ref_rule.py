@@ -606,3 +606,20 @@ def test_github_a_branch_that_is_not_the_default_is_a_view(tmp_path: Path) -> No
             assert by_id[branch_memory.id].scope is Scope.UNMERGED
             assert svc.memories.get(branch_memory.id).status is Status.ACTIVE
             assert fake.calls["repo"] == 1  # the default branch, asked once per source
+
+
+def test_a_first_verdict_keeps_the_pins_of_main_line_commits(
+        clone: GitRepo, service: MemoryService) -> None:
+    # Placing a memory on the main line costs one question, not a rewrite of its rows:
+    # citations made on main-line commits keep their pins (step 1 still answers).
+    memory = service.store({"repo": REPO, "subject": "limit", "fact": "30",
+                            "citations": [{"path": "src/sessions.py", "line_start": 1}]})
+    stored_at = memory.citations[0].sha
+    clone.write("README.md", "# requests\n\nmore\n")
+    clone.commit("docs")
+    push_main(clone)
+    (verification,) = service.verify(repo=REPO).verifications
+    assert verification.change == "refreshed"
+    after = service.memories.get(memory.id)
+    assert after.citations[0].sha == stored_at
+    assert (after.verified_ref, after.verified_commit) == ("main", clone.head)

@@ -45,11 +45,13 @@ def test_store_verify_and_outage_through_github(rsps: responses.RequestsMock,
         report = svc.verify(repo="octo/demo", ref="main")
         assert report.verifications[0].decision is Decision.REFRESH
         assert str(report.verifications[0].checks[0].location) == "src/app.py:3-5"
-        # the ref, the default branch (the ref rule), the tree, the one changed blob
-        assert report.requests == 4
+        # The ref, the tree, the one changed blob; for the ref rule, the default branch
+        # and, once in a memory's life, whether the commit it was stored at is on main.
+        assert report.requests == 5
         assert report.scopes["octo/demo"].judges
         event = svc.memories.events(memory_id=memory.id, kinds=[EventKind.VERIFIED_VALID])[0]
-        assert event.detail["pass_requests"] == 4
+        assert event.detail["pass_requests"] == 5
+        assert svc.verify(repo="octo/demo", ref="main").requests == 1  # the ref: a 304
         assert TOKEN not in repr(svc.memories.events(repo="octo/demo"))
 
     # GitHub goes down while the cited file has changed: no verdict, nothing changed.
@@ -67,7 +69,7 @@ def test_store_verify_and_outage_through_github(rsps: responses.RequestsMock,
         assert report.verifications[0].decision is Decision.UNVERIFIED
         after = svc.memories.get(memory.id)
         assert after.status is Status.ACTIVE
-        assert after.verification_count == 1
+        assert after.verification_count == 2  # the two passes above; none for this one
         assert svc.context("octo/demo", ref="main").memories == ()
 
 

@@ -424,13 +424,13 @@ class MemoryService:
                 done += 1
                 if on_progress is not None:
                     on_progress(done, len(memories))
-            unmerged = _unmerged(source, scope, [
-                m for m, _, decision, _ in checked
-                if m.status is Status.ACTIVE and decision is Decision.INVALIDATE])
+            placing = _to_place(scope, [(m, d) for m, _, d, _ in checked])
+            inside = _contained(source, scope, placing)
+            asked = {m.id for m in placing}
             spent = int(getattr(source, "requests", 0)) - before
             requests += spent
             decided += [self._decide(memory, checks, decision, reason, scope, now,
-                                     merged=memory.id not in unmerged,
+                                     contained=inside if memory.id in asked else None,
                                      include_invalid=include_invalid, requests=spent)
                         for memory, checks, decision, reason in checked]
         # Written after every repository was checked: one transaction per batch, not
@@ -445,16 +445,19 @@ class MemoryService:
         )
 
     def _decide(self, memory: Memory, checks: list[CitationCheck], decision: Decision,
-                reason: str | None, scope: PassScope, now: datetime, *, merged: bool,
-                include_invalid: bool, requests: int,
+                reason: str | None, scope: PassScope, now: datetime, *,
+                contained: frozenset[str] | None, include_invalid: bool, requests: int,
                 ) -> tuple[Verification, Transition | None, TelemetryEvent]:
         """The verdict on one memory (or the view of it), the change it calls for (None:
         nothing changes), and the event that records the outcome.
 
-        A memory that does not hold and is not ``merged`` (it was stored on a commit the
-        checked revision does not contain: an unmerged branch) is not judged until it is."""
+        ``contained``: the citation commits the checked revision contains, when the
+        memory had to be placed (None: it was judged on the main line before). One that
+        does not hold and cites a commit not contained (an unmerged branch) is not
+        judged until it is merged."""
         kind = scope.kind
         transition: Transition | None = None
+        merged = contained is None or all(c.sha in contained for c in memory.citations)
         if kind.judges:
             if memory.status is Status.ACTIVE and decision is Decision.INVALIDATE \
                     and not merged:
@@ -466,7 +469,7 @@ class MemoryService:
                     or (memory.status is Status.INVALID and include_invalid
                         and decision is Decision.REFRESH)):
                 transition = self._verdict(memory, checks, decision, reason, scope,
-                                           now, requests)
+                                           contained, now, requests)
         verification = Verification(memory, tuple(checks), decision, scope.revision, reason,
                                     scope=kind, ref=scope.ref)
         if transition is not None:
@@ -512,8 +515,8 @@ class MemoryService:
                            reason=reason, outcomes=outcomes, pass_requests=requests)
 
     def _verdict(self, memory: Memory, checks: Sequence[CitationCheck], decision: Decision,
-                 reason: str | None, scope: PassScope, now: datetime,
-                 requests: int) -> Transition:
+                 reason: str | None, scope: PassScope, contained: frozenset[str] | None,
+                 now: datetime, requests: int) -> Transition:
         """The change a verdict makes, with its events (the outcome event first): the
         memory is refreshed (revived, if it was invalid) or invalidated, and records the
         main line and commit of the verdict."""
@@ -542,11 +545,11 @@ class MemoryService:
         else:
             events.append(self._event(EventKind.REFRESHED, memory, None, at,
                                       by="verification"))
-        # A memory judged on the main line for the first time (stored there, or on a
-        # branch that was merged, squashed or rebased in) is pinned to the revision that
-        # holds it, so its citations name main-line commits from now on.
-        keep_pins = memory.verified_ref is not None
-        citations = tuple(_advance(c, revision, keep_pins=keep_pins) for c in checks)
+        # A citation made on a commit the main line does not contain (a branch that was
+        # squashed or rebased in) is pinned to the revision that holds it now, so the
+        # memory's citations name main-line commits from now on.
+        citations = tuple(_advance(c, revision, keep_pins=contained is None
+                                   or c.citation.sha in contained) for c in checks)
         return Transition(
             memory.id, expect=memory.status, status=Status.ACTIVE if revived else None,
             refreshed_at=now, add_verifications=1, verified_commit=revision,
@@ -724,26 +727,33 @@ def _advance(check: CitationCheck, sha: str, *, keep_pins: bool = True) -> Citat
     return check.citation.moved_to(check.location, sha=sha, blob_sha=check.blob_sha)
 
 
-def _unmerged(source: CodeSource, scope: PassScope, broken: Sequence[Memory]) -> set[str]:
-    """Of the memories a verdict pass found broken, those stored on a commit that the
-    checked revision does not contain (an unmerged branch): not judged there.
+def _to_place(scope: PassScope, checked: Sequence[tuple[Memory, Decision]]) -> list[Memory]:
+    """The memories a verdict pass must place on the main line before changing them.
 
-    A memory judged on the main line before needs no asking at the tip: its citations
+    A memory judged on the main line before needs no placing at the tip: its citations
     were pinned to main-line commits. Off the tip (an explicit apply after a merge) every
-    memory is asked, since one may cite code newer than the revision. One question to
-    the source per pass, only when something broke; a source that cannot answer
-    contains nothing (no verdict against a memory it cannot place)."""
+    memory is placed, since one may cite code newer than the revision."""
     if not scope.judges:
-        return set()
-    asking = [m for m in broken if m.verified_ref is None or not scope.at_tip]
-    commits = {c.sha for m in asking for c in m.citations if c.sha}
-    inside: frozenset[str] = frozenset()
-    if commits:
-        try:
-            inside = source.contained(commits, scope.revision)
-        except (NotFound, SourceUnavailable):
-            inside = frozenset()
-    return {m.id for m in asking if not all(c.sha in inside for c in m.citations)}
+        return []
+    return [m for m, decision in checked
+            if decision is not Decision.UNVERIFIED
+            and m.status in (Status.ACTIVE, Status.INVALID)
+            and (m.verified_ref is None or not scope.at_tip)]
+
+
+def _contained(source: CodeSource, scope: PassScope,
+               placing: Sequence[Memory]) -> frozenset[str]:
+    """The commits of these memories' citations that the checked revision contains: one
+    question to the source per pass. A source that cannot answer contains nothing (so
+    no verdict against a memory it cannot place, and pins move to the revision)."""
+    here = frozenset({scope.revision})  # a memory stored at this very commit: no question
+    commits = {c.sha for m in placing for c in m.citations if c.sha} - here
+    if not commits:
+        return here
+    try:
+        return here | source.contained(commits, scope.revision)
+    except (NotFound, SourceUnavailable):
+        return here
 
 
 def _check_limit(limit: int) -> None:
