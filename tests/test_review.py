@@ -26,7 +26,7 @@ from verified_memory.review import (
     review,
     web_url,
 )
-from verified_memory.review_git import local_diff, parse_diff, remote_web_url
+from verified_memory.review.git import local_diff, parse_diff, remote_web_url
 from verified_memory.store.sqlite import SQLiteStore
 
 FETCH = CODE + """

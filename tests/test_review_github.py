@@ -21,7 +21,7 @@ from tests.gitrepo import GitRepo
 from tests.test_cli import vmem
 from tests.test_review import FETCH  # lines: 1 MAX_RETRIES, 4-8 fetch, 11-12 close
 from verified_memory import LocalGitSource, MemoryService, Status
-from verified_memory.review_github import REVIEW_MARKER, comment_marker
+from verified_memory.review.github import REVIEW_MARKER, comment_marker
 from verified_memory.sources.base import git_blob_sha
 from verified_memory.sources.github import GitHubSource, RetryPolicy
 from verified_memory.store.sqlite import SQLiteStore

@@ -34,7 +34,7 @@ from verified_memory.models import (
     utcnow,
     validate_repo,
 )
-from verified_memory.sources.base import CodeSource
+from verified_memory.sources.base import CodeSource, CountsRequests, SourceFactory, SourcesByRepo
 from verified_memory.store.base import MemoryStore
 from verified_memory.telemetry import TelemetryBuffer
 from verified_memory.verify.citing import fingerprint_citation
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Context", "MemoryService", "VerificationReport"]
 
-SourceFor = Callable[[str], CodeSource]
 Progress = Callable[[int, int], None]
 
 #: Transitions written per store transaction during a verification pass.
@@ -144,7 +143,9 @@ class MemoryService:
     ``memories`` is the ``MemoryStore``; ``store(...)`` is the method that stores one.
 
     ``source`` is the code every repository is read from (a working copy, GitHub, a
-    fake), or a callable returning the source for a repository. ``locator`` is ladder
+    fake), or a ``SourceFactory`` giving the source of each repository (a plain
+    function from repository to source is opened once per repository); it is closed
+    with the service. ``locator`` is ladder
     step 4 (default: tree-sitter anchors and the search across moved files).
     ``truth_ref`` names the main line of every repository (default: each repository's
     default branch, as its source finds it); see ``verify``.
@@ -153,7 +154,7 @@ class MemoryService:
     def __init__(
         self,
         store: MemoryStore,
-        source: CodeSource | SourceFor | None = None,
+        source: CodeSource | SourceFactory | Callable[[str], CodeSource] | None = None,
         *,
         actor: str = "vmem",
         locator: Locator | None = None,
@@ -161,7 +162,10 @@ class MemoryService:
     ) -> None:
         self.memories = store
         self.telemetry = TelemetryBuffer(store)  # ``retrieved`` events, written behind
-        self._source = source
+        # A plain function from repository to source is opened once per repository.
+        self._source: CodeSource | SourceFactory | None = (
+            source if source is None or isinstance(source, CodeSource | SourceFactory)
+            else SourcesByRepo(source))
         self.actor = actor
         self.truth_ref = truth_ref
         if locator is None:
@@ -173,11 +177,12 @@ class MemoryService:
     # ------------------------------------------------------------------ plumbing
 
     def source_for(self, repo: str) -> CodeSource:
+        """The code of ``repo``: the one source, or what the factory gives for it."""
         if self._source is None:
             raise SourceUnavailable(f"no code source is configured for {repo}")
-        if callable(self._source) and not hasattr(self._source, "read_blob"):
-            return self._source(repo)
-        return self._source  # type: ignore[return-value]
+        if isinstance(self._source, CodeSource):
+            return self._source
+        return self._source(repo)
 
     def _event(self, kind: EventKind, memory: Memory | str, repo: str | None = None,
                at: datetime | None = None, /, **detail: Any) -> TelemetryEvent:
@@ -190,9 +195,14 @@ class MemoryService:
         return TelemetryEvent(kind=kind, repo=repo, memory_id=memory_id, actor=self.actor,
                               at=at or utcnow(), detail=detail)
 
-    def _retrieved(self, memories: Sequence[Memory], via: str, **detail: Any) -> list[Memory]:
-        # Written behind the read (telemetry.py): a read must not cost a transaction.
-        # One time and one detail for the whole read: it is one retrieval.
+    def record_retrieval(self, memories: Sequence[Memory], via: str,
+                         **detail: Any) -> list[Memory]:
+        """Record that these memories were handed on (a ``retrieved`` event each, with
+        ``via`` and ``detail``); the reads of this service do it themselves, a caller
+        that picks from ``memories_citing`` does it for what it picked.
+
+        Written behind the read (telemetry.py): a read must not cost a transaction. One
+        time and one detail for the whole read: it is one retrieval."""
         at, detail = utcnow(), {"via": via, **detail}
         self.telemetry.add([
             TelemetryEvent(kind=EventKind.RETRIEVED, repo=m.repo, memory_id=m.id,
@@ -291,18 +301,18 @@ class MemoryService:
 
     def get(self, memory_id: str) -> Memory:
         memory = self.memories.get(memory_id)
-        return self._retrieved([memory], "get")[0]
+        return self.record_retrieval([memory], "get")[0]
 
     def get_recent(self, repo: str, limit: int = 50) -> list[Memory]:
         """Active memories, most recently refreshed first (not yet verified)."""
         validate_repo(repo)
         _check_limit(limit)
-        return self._retrieved(self.memories.recent(repo, limit=limit), "recent")
+        return self.record_retrieval(self.memories.recent(repo, limit=limit), "recent")
 
     def search(self, repo: str, query: str, limit: int = 20) -> list[Memory]:
         validate_repo(repo)
         _check_limit(limit)
-        return self._retrieved(self.memories.search(repo, query, limit=limit), "search")
+        return self.record_retrieval(self.memories.search(repo, query, limit=limit), "search")
 
     def search_by_path(self, repo: str, path: str, lines: tuple[int, int] | None = None,
                        limit: int = 50) -> list[Memory]:
@@ -315,8 +325,31 @@ class MemoryService:
             path, lines = ref.path, (ref.line_start, ref.line_end)
         else:
             path = parse_citation({"path": path, "line_start": 1}, "path").path
-        return self._retrieved(self.memories.by_path(repo, path, lines=lines, limit=limit),
+        return self.record_retrieval(self.memories.by_path(repo, path, lines=lines, limit=limit),
                                "path")
+
+    def memories_citing(self, repo: str, paths: Iterable[str], *,
+                        limit: int = 10_000) -> dict[str, list[Memory]]:
+        """Active memories citing each path (an index look-up per path; at most
+        ``limit`` a path), in the order the paths were given. No retrieval is recorded:
+        the caller picks which of them it hands on (``record_retrieval``)."""
+        validate_repo(repo)
+        _check_limit(limit)
+        found: dict[str, list[Memory]] = {}
+        for path in dict.fromkeys(paths):
+            found[path] = self.memories.by_path(repo, path, limit=limit)
+        return found
+
+    def locate(self, repo: str, citations: Sequence[Citation], ref: str) -> list[CitationCheck]:
+        """Where stored citations' code is at ``ref``, by the verification ladder: a
+        look, with no decision and no telemetry (a review places citations at its merge
+        base this way). A ref that cannot be read makes every check ``unverifiable``."""
+        source = self.source_for(validate_repo(repo))
+        try:
+            revision = source.resolve(ref)
+        except SourceUnavailable:
+            revision = ref
+        return Verifier(source, locator=self.locator).check(citations, revision)
 
     def history(self, memory_id: str) -> list[Memory]:
         """The supersede chain through this memory, oldest first."""
@@ -412,7 +445,7 @@ class MemoryService:
         verifiers: dict[int, Verifier] = {}  # one per source: files are read once per run
         for repo_name, group in by_repo.items():
             source = self.source_for(repo_name)
-            before = int(getattr(source, "requests", 0))
+            before = _requests(source)
             scope = scopes[repo_name] = pass_scope(source, ref, apply=apply,
                                                    branch=self.truth_ref)
             verifier = verifiers.setdefault(id(source), Verifier(source, locator=self.locator))
@@ -427,7 +460,7 @@ class MemoryService:
             placing = _to_place(scope, [(m, d) for m, _, d, _ in checked])
             inside = _contained(source, scope, placing)
             asked = {m.id for m in placing}
-            spent = int(getattr(source, "requests", 0)) - before
+            spent = _requests(source) - before
             requests += spent
             decided += [self._decide(memory, checks, decision, reason, scope, now,
                                      contained=inside if memory.id in asked else None,
@@ -676,7 +709,7 @@ class MemoryService:
         finally:
             self.telemetry.discard()  # what the store would not take goes with it
             self.memories.close()
-        if self._source is not None and hasattr(self._source, "close"):
+        if self._source is not None:
             self._source.close()
 
     def __enter__(self) -> MemoryService:
@@ -703,6 +736,11 @@ class MemoryService:
         event = self._event(EventKind.FEEDBACK, memory, outcome=outcome, note=note)
         self.telemetry.flush([event])  # written now, after anything queued before it
         return event
+
+
+def _requests(source: CodeSource) -> int:
+    """Requests the source has sent so far (0 for one that spends none)."""
+    return source.requests if isinstance(source, CountsRequests) else 0
 
 
 def _change(transition: Transition) -> str:

@@ -9,125 +9,23 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import click
 
 from verified_memory.cli.db import db
+from verified_memory.cli.env import Env, code_options, common, fail, progress, running, say
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
-from verified_memory.errors import SourceUnavailable, ValidationError, VerifiedMemoryError
+from verified_memory.errors import ValidationError, VerifiedMemoryError
 from verified_memory.models import CitationRef, Decision, NewMemory, Status, parse_citation
-from verified_memory.service import MemoryService, VerificationReport
+from verified_memory.service import VerificationReport
 
 __all__ = ["main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def fail(message: str) -> NoReturn:
-    click.echo(f"vmem: error: {message}", err=True)
-    sys.exit(1)
-
-
-class Env:
-    """What every command needs: where memories are, and where the code is."""
-
-    def __init__(self, db: str | None, directory: Path, as_json: bool = False) -> None:
-        self.db = db
-        self.directory = directory
-        self.out = Output(as_json)
-        self._working_copy: Path | bool | None = False
-
-    @property
-    def working_copy(self) -> Path | None:
-        if self._working_copy is False:
-            from verified_memory.sources.discovery import find_working_copy
-
-            self._working_copy = find_working_copy(self.directory)
-        assert self._working_copy is not True
-        return self._working_copy
-
-    def repo(self, given: str | None) -> str:
-        if given:
-            return given
-        from verified_memory.sources.discovery import repo_from_remote
-
-        wc = self.working_copy
-        repo = repo_from_remote(wc) if wc else None
-        if repo is None:
-            where = (f"{wc} has no origin remote" if wc
-                     else f"{self.directory} is not inside a git working copy")
-            raise ValidationError(f"no --repo given and {where}: pass --repo owner/name")
-        return repo
-
-    def ref(self, given: str, *, worktree: bool = False) -> str:
-        """``HEAD`` as the branch checked out (``refs/heads/NAME``), so that what a check
-        says names the branch; a detached HEAD, another ref or the worktree as given."""
-        if given != "HEAD" or worktree or self.working_copy is None:
-            return given
-        from verified_memory.sources.discovery import checked_out_branch
-
-        return checked_out_branch(self.working_copy) or given
-
-    def service(self, *, worktree: bool = False, source: Any = None) -> MemoryService:
-        """A service on the chosen store, reading code through ``source`` when given
-        (closed with the service), else the working copy or GitHub, per repository."""
-        from verified_memory.config import Settings
-        from verified_memory.store import open_store
-
-        settings = Settings.from_env()
-        sources: dict[str, Any] = {}
-
-        def source_for(repo: str) -> Any:
-            if repo not in sources:
-                sources[repo] = self._source(repo, worktree, settings)
-            return sources[repo]
-
-        return MemoryService(open_store(self.db, settings), source or source_for,
-                             actor=settings.actor, truth_ref=settings.truth_ref)
-
-    def _source(self, repo: str, worktree: bool, settings: Any) -> Any:
-        wc = self.working_copy
-        if wc is not None:
-            from verified_memory.sources.local_git import LocalGitSource
-            from verified_memory.sources.worktree import WorktreeSource
-
-            return WorktreeSource(wc) if worktree else LocalGitSource(wc)
-        if settings.github_token:
-            from verified_memory.sources.github import GitHubSource
-
-            return GitHubSource.from_settings(repo, settings)
-        raise SourceUnavailable(
-            f"cannot read the code of {repo}: run inside its working copy, pass -C DIR, "
-            "or set GITHUB_TOKEN to read it from GitHub")
-
-
-@contextmanager
-def running(env: Env, *, worktree: bool = False, source: Any = None) -> Iterator[MemoryService]:
-    service = env.service(worktree=worktree, source=source)
-    try:
-        yield service
-    finally:
-        service.close()
-
-
-def common(f: F) -> F:
-    """--repo and --json, shared by the commands that act on one repository."""
-    f = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")(f)
-    return click.option("--repo", metavar="OWNER/NAME",
-                        help="Repository (default: the origin remote of the working copy).")(f)
-
-
-def code_options(f: F) -> F:
-    f = click.option("--worktree", is_flag=True,
-                     help="Read files on disk, including uncommitted changes, instead of REF.")(f)
-    return click.option("--ref", default="HEAD", show_default=True,
-                        help="Commit, branch or tag to check the code at.")(f)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -319,16 +217,16 @@ def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref:
     with running(env, worktree=worktree) as service:
         name = None if ids else env.repo(repo)
         if name is not None:
-            _say(f"vmem: {service.scope(name, ref=ref, apply=apply).why}")
-        with _progress(env) as progress:
+            say(f"vmem: {service.scope(name, ref=ref, apply=apply).why}")
+        with progress(env) as shown:
             report = service.verify(ids or None, repo=name, ref=ref, apply=apply,
-                                    include_invalid=include_invalid, on_progress=progress)
+                                    include_invalid=include_invalid, on_progress=shown)
     if as_json:
         env.out.json(report.to_dict())
         return
     if name is None:  # the repositories were known only once the memories were read
         for scope in report.scopes.values():
-            _say(f"vmem: {scope.why}")
+            say(f"vmem: {scope.why}")
     rows = [(v.memory.id, v.decision.value, c) for v in report.verifications for c in v.checks]
     if rows:
         env.out.checks_table(rows, title="citations")
@@ -336,14 +234,9 @@ def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref:
     skipped = [v.memory.id for v in report.verifications
                if v.memory.status is Status.INVALID and v.passed and not include_invalid]
     if skipped:
-        _say(f"vmem: {len(skipped)} invalid memor{'y holds' if len(skipped) == 1 else 'ies hold'}"
+        say(f"vmem: {len(skipped)} invalid memor{'y holds' if len(skipped) == 1 else 'ies hold'}"
              " here; run with --include-invalid at the main line's tip to revive: "
              + ", ".join(skipped))
-
-
-def _say(line: str) -> None:
-    """A line for people about what a command will do, on stderr (stdout is the result)."""
-    click.echo(line, err=True)
 
 
 def _verify_summary(report: VerificationReport) -> str:
@@ -359,29 +252,6 @@ def _verify_summary(report: VerificationReport) -> str:
     if report.unmerged:
         text += f"; {report.unmerged} not judged (stored on a branch not merged yet)"
     return text
-
-
-@contextmanager
-def _progress(env: Env) -> Iterator[Callable[[int, int], None]]:
-    """A progress bar on stderr, shown only when the pass takes more than a moment."""
-    from rich.progress import Progress
-
-    started = time.monotonic()
-    bar = Progress(console=env.out.err, transient=True, disable=not env.out.err.is_terminal)
-    task: list[Any] = []
-
-    def update(done: int, total: int) -> None:
-        if not task:
-            if time.monotonic() - started < 0.3:
-                return
-            bar.start()
-            task.append(bar.add_task("verifying", total=total))
-        bar.update(task[0], completed=done)
-
-    try:
-        yield update
-    finally:
-        bar.stop()
 
 
 @cli.command()
@@ -418,7 +288,7 @@ def context(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
         ctx = service.context(name, ref=ref, limit=limit, query=query, hydration=hydration,
                               budget=budget, dry_run=dry_run)
     if ctx.scope is not None:
-        _say(f"vmem: {ctx.scope.why}")
+        say(f"vmem: {ctx.scope.why}")
     if hook == "claude-code":
         env.out.json({"hookSpecificOutput": {"hookEventName": "SessionStart",
                                              "additionalContext": ctx.markdown}})

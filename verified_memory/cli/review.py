@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -18,15 +17,11 @@ import click
 from verified_memory.errors import ValidationError, VerifiedMemoryError
 
 if TYPE_CHECKING:
-    from verified_memory.cli import Env
+    from verified_memory.cli.env import Env
     from verified_memory.review import ReviewReport
-    from verified_memory.review_github import Posted
-    from verified_memory.sources.local_git import LocalGitSource
+    from verified_memory.review.github import Posted
 
 __all__ = ["review"]
-
-#: Tried in order when no --base is given.
-DEFAULT_BASES = ("origin/HEAD", "main", "master")
 
 
 @click.command("review")
@@ -81,10 +76,9 @@ def review(ctx: click.Context, base: str | None, head: str | None, number: int |
 
 def _review_local(env: Env, base: str | None, head: str | None, repo: str | None,
                   apply: bool) -> ReviewReport:
-    from verified_memory.cli import _progress, running
-    from verified_memory.review import Links
-    from verified_memory.review import review as run_review
-    from verified_memory.review_git import local_diff, remote_web_url
+    from verified_memory.cli.env import progress, running
+    from verified_memory.review import Links, review
+    from verified_memory.review.git import default_base, local_diff, remote_web_url
     from verified_memory.sources.local_git import LocalGitSource
 
     wc = env.working_copy
@@ -93,29 +87,19 @@ def _review_local(env: Env, base: str | None, head: str | None, repo: str | None
                               "review in one (or pass -C DIR), or review a GitHub pull request "
                               "with --pr N --repo OWNER/NAME")
     name = env.repo(repo)
-    diff = local_diff(wc, base or _default_base(wc), head or "HEAD")
-    with running(env, source=LocalGitSource(wc)) as service, _progress(env) as progress:
-        return run_review(service, name, diff, apply=apply,
-                          links=Links(name, remote_web_url(wc)), on_progress=progress)
-
-
-def _default_base(path: Path) -> str:
-    from verified_memory.sources.local_git import run_git
-
-    for ref in DEFAULT_BASES:
-        if run_git(path, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").returncode == 0:
-            return ref
-    raise ValidationError(f"no --base given, and none of {', '.join(DEFAULT_BASES)} exists in "
-                          f"{path}: pass --base REF")
+    diff = local_diff(wc, base or default_base(wc), head or "HEAD")
+    with running(env, source=LocalGitSource(wc)) as service, progress(env) as shown:
+        return review(service, name, diff, apply=apply,
+                      links=Links(name, remote_web_url(wc)), on_progress=shown)
 
 
 def _review_pull(env: Env, number: int, repo: str | None, post: bool,
                  apply: bool) -> tuple[ReviewReport, Posted | None, VerifiedMemoryError | None]:
-    from verified_memory.cli import _progress, running
+    from verified_memory.cli.env import progress, running
     from verified_memory.config import Settings
-    from verified_memory.review import Diff, Links, web_url
-    from verified_memory.review import review as run_review
-    from verified_memory.review_github import PullRequests, check_apply
+    from verified_memory.review import Links, review, web_url
+    from verified_memory.review.git import clone_holding
+    from verified_memory.review.github import PullRequests, check_apply
     from verified_memory.sources.github import GitHubSource
 
     settings = Settings.from_env()
@@ -123,21 +107,17 @@ def _review_pull(env: Env, number: int, repo: str | None, post: bool,
     if post and not settings.github_token:
         raise ValidationError("--post needs GITHUB_TOKEN: a token that may write pull request "
                               "reviews (in GitHub Actions: permissions: pull-requests: write)")
-    github = GitHubSource.from_settings(name, settings)
-    with github:
+    with GitHubSource.from_settings(name, settings) as github:
         pulls = PullRequests(github)
         pull = pulls.get(number)
         verify_at = check_apply(pull) if apply else pull.head_sha
-        local = _working_copy_with(env, name, {pull.head_sha, pull.base_sha, verify_at})
-        merge_base = _local_merge_base(local, pull.base_sha, pull.head_sha) if local else None
-        files, notes = pulls.files(pull)
-        diff = Diff(pull.base_ref or pull.base_sha, pull.head_ref or pull.head_sha,
-                    merge_base or pulls.merge_base(pull.base_sha, pull.head_sha),
-                    pull.head_sha, tuple(files), tuple(notes))
-        links = Links(name, web_url(github.base_url))
-        with running(env, source=local or github) as service, _progress(env) as progress:
-            report = run_review(service, name, diff, verify_at=verify_at, apply=apply,
-                                links=links, pull_request=number, on_progress=progress)
+        wc = env.working_copy
+        local = clone_holding(wc, name, {pull.head_sha, pull.base_sha, verify_at}) if wc else None
+        diff = pulls.diff(pull, local)
+        with running(env, source=local or github) as service, progress(env) as shown:
+            report = review(service, name, diff, verify_at=verify_at, apply=apply,
+                            links=Links(name, web_url(github.base_url)), pull_request=number,
+                            on_progress=shown)
             posted, failure = None, None
             if post:
                 try:
@@ -145,33 +125,6 @@ def _review_pull(env: Env, number: int, repo: str | None, post: bool,
                 except VerifiedMemoryError as exc:
                     failure = exc
         return replace(report, requests=pulls.requests), posted, failure
-
-
-def _working_copy_with(env: Env, repo: str, commits: set[str]) -> LocalGitSource | None:
-    """The working copy, when it is a clone of ``repo`` holding every commit needed (in
-    GitHub Actions: a checkout with fetch-depth 0); reading code there costs no requests."""
-    from verified_memory.sources.discovery import repo_from_remote
-    from verified_memory.sources.local_git import LocalGitSource
-
-    wc = env.working_copy
-    if wc is None or repo_from_remote(wc) != repo:
-        return None
-    source = LocalGitSource(wc)
-    try:
-        for commit in commits:
-            source.resolve(commit)
-    except VerifiedMemoryError:  # a commit it lacks (a shallow clone), or git failing
-        source.close()
-        return None
-    return source
-
-
-def _local_merge_base(source: LocalGitSource, base: str, head: str) -> str | None:
-    from verified_memory.sources.local_git import run_git
-
-    proc = run_git(source.path, "merge-base", base, head)
-    sha = proc.stdout.decode("ascii", "replace").strip()
-    return sha if proc.returncode == 0 and sha else None
 
 
 def _print(env: Env, report: ReviewReport, posted: Posted | None) -> None:

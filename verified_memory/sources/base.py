@@ -17,7 +17,7 @@ verdict.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
@@ -26,9 +26,12 @@ __all__ = [
     "BatchReader",
     "ClosingSource",
     "CodeSource",
+    "CountsRequests",
     "MainLine",
     "Rename",
     "Reopenable",
+    "SourceFactory",
+    "SourcesByRepo",
     "git_blob_sha",
 ]
 
@@ -87,6 +90,47 @@ class CodeSource(Protocol):
 
     def close(self) -> None:
         """Stop helper processes and connections. Safe to call twice."""
+
+
+@runtime_checkable
+class SourceFactory(Protocol):
+    """The source for each repository, for a service that spans several (the CLI opens
+    a working copy or GitHub per repository, on first use). ``SourcesByRepo`` is one."""
+
+    def __call__(self, repo: str) -> CodeSource:
+        """The source of ``repo`` ('owner/name'); the same object for the same repo."""
+
+    def close(self) -> None:
+        """Close every source it opened. Safe to call twice."""
+
+
+class SourcesByRepo:
+    """A ``SourceFactory`` that opens each repository's source once, with ``opener``,
+    and closes them all."""
+
+    def __init__(self, opener: Callable[[str], CodeSource]) -> None:
+        self._opener = opener
+        self._sources: dict[str, CodeSource] = {}
+
+    def __call__(self, repo: str) -> CodeSource:
+        if repo not in self._sources:
+            self._sources[repo] = self._opener(repo)
+        return self._sources[repo]
+
+    def close(self) -> None:
+        sources, self._sources = list(self._sources.values()), {}
+        for source in sources:
+            source.close()
+
+
+@runtime_checkable
+class CountsRequests(Protocol):
+    """A source that spends requests against a rate limit (GitHub): what a pass spent
+    is reported with it and in its telemetry."""
+
+    @property
+    def requests(self) -> int:
+        """Requests sent so far."""
 
 
 @runtime_checkable

@@ -53,7 +53,14 @@ from urllib.parse import quote, urlparse
 
 from verified_memory.errors import MissingDependency, NotFound, SourceUnavailable, ValidationError
 from verified_memory.models import validate_repo
-from verified_memory.sources._github_http import CLIENT_ANSWERS, GitHubHttp, Reply, RetryPolicy
+from verified_memory.sources._github_http import (
+    CLIENT_ANSWERS,
+    SECONDARY_LIMIT_WAIT,
+    GitHubHttp,
+    Reply,
+    Retryable,
+    RetryPolicy,
+)
 from verified_memory.sources.base import ClosingSource, MainLine, Rename, git_blob_sha
 from verified_memory.sources.blob_cache import DiskBlobCache, JsonCache, default_cache_dir
 
@@ -63,7 +70,17 @@ if TYPE_CHECKING:
 
     from verified_memory.config import Settings
 
-__all__ = ["GitHubSource", "GitHubTree", "RetryPolicy"]
+# The HTTP layer's names that callers writing to the same API (the review bot) share.
+__all__ = [
+    "CLIENT_ANSWERS",
+    "SECONDARY_LIMIT_WAIT",
+    "GitHubHttp",
+    "GitHubSource",
+    "GitHubTree",
+    "Reply",
+    "RetryPolicy",
+    "Retryable",
+]
 
 log = logging.getLogger(__name__)
 

@@ -44,22 +44,15 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from verified_memory.errors import NotFound, SourceUnavailable, ValidationError
-from verified_memory.review import (
-    FileDiff,
-    Finding,
-    ReviewReport,
-    parse_patch,
-    render_finding,
-    render_markdown,
-)
-from verified_memory.sources._github_http import (
-    CLIENT_ANSWERS,
-    SECONDARY_LIMIT_WAIT,
-    Retryable,
-)
+from verified_memory.review.diff import Diff, FileDiff, parse_patch
+from verified_memory.review.findings import Finding, ReviewReport
+from verified_memory.review.git import merge_base
+from verified_memory.review.markdown import render_finding, render_markdown
+from verified_memory.sources.github import CLIENT_ANSWERS, SECONDARY_LIMIT_WAIT, Retryable
 
 if TYPE_CHECKING:
     from verified_memory.sources.github import GitHubSource
+    from verified_memory.sources.local_git import LocalGitSource
 
 __all__ = [
     "REVIEW_MARKER", "Posted", "PullRequest", "PullRequests", "check_apply", "comment_marker",
@@ -186,6 +179,15 @@ class PullRequests:
                          f"{len(entries)} of its {pull.changed_files} changed files were "
                          "reviewed")
         return files, notes
+
+    def diff(self, pull: PullRequest, local: LocalGitSource | None = None) -> Diff:
+        """What the pull request changes: its files and hunks, diffed from the merge base
+        of its base and head (read from ``local`` when given: no request)."""
+        base = merge_base(local.path, pull.base_sha, pull.head_sha) if local else None
+        files, notes = self.files(pull)
+        return Diff(pull.base_ref or pull.base_sha, pull.head_ref or pull.head_sha,
+                    base or self.merge_base(pull.base_sha, pull.head_sha), pull.head_sha,
+                    tuple(files), tuple(notes))
 
     def _pages(self, path: str, what: str, max_pages: int | None = None) -> list[Any]:
         out: list[Any] = []

@@ -21,12 +21,23 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from verified_memory.errors import NotFound, SourceUnavailable, ValidationError
-from verified_memory.review import Diff, FileDiff, HunkReader
-from verified_memory.sources.discovery import remote_host, remote_url
-from verified_memory.sources.local_git import check_ref, git_message, run_git
+from verified_memory.errors import NotFound, SourceUnavailable, ValidationError, VerifiedMemoryError
+from verified_memory.review.diff import Diff, FileDiff, HunkReader
+from verified_memory.sources.discovery import remote_host, remote_url, repo_from_remote
+from verified_memory.sources.local_git import LocalGitSource, check_ref, git_message, run_git
 
-__all__ = ["local_diff", "parse_diff", "remote_web_url"]
+__all__ = [
+    "DEFAULT_BASES",
+    "clone_holding",
+    "default_base",
+    "local_diff",
+    "merge_base",
+    "parse_diff",
+    "remote_web_url",
+]
+
+#: Tried in order when no base is given.
+DEFAULT_BASES = ("origin/HEAD", "main", "master")
 
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 
@@ -200,3 +211,38 @@ def remote_web_url(path: str | os.PathLike[str], remote: str = "origin",
     if host in ("github.com", "www.github.com"):
         return "https://github.com"
     return None
+
+
+# --------------------------------------------------------------------------- working copies
+
+
+def default_base(path: Path) -> str:
+    """The branch a change in this working copy goes into, when none is named."""
+    for ref in DEFAULT_BASES:
+        if run_git(path, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").returncode == 0:
+            return ref
+    raise ValidationError(f"no --base given, and none of {', '.join(DEFAULT_BASES)} exists in "
+                          f"{path}: pass --base REF")
+
+
+def merge_base(path: Path, base: str, head: str) -> str | None:
+    """The merge base of two commits of this repository (None: none, or git failed)."""
+    proc = run_git(path, "merge-base", base, head)
+    sha = proc.stdout.decode("ascii", "replace").strip()
+    return sha if proc.returncode == 0 and sha else None
+
+
+def clone_holding(path: Path, repo: str, commits: set[str]) -> LocalGitSource | None:
+    """The working copy at ``path`` as a source, when it is a clone of ``repo`` holding
+    every commit needed (in GitHub Actions: a checkout with fetch-depth 0); reading code
+    there costs no requests. None otherwise (a shallow clone, another repository)."""
+    if repo_from_remote(path) != repo:
+        return None
+    source = LocalGitSource(path)
+    try:
+        for commit in commits:
+            source.resolve(commit)
+    except VerifiedMemoryError:  # a commit it lacks, or git failing
+        source.close()
+        return None
+    return source

@@ -13,7 +13,8 @@ pull request's base and head, as GitHub diffs a pull request) and the **head**. 
    finds the cited code at the base. A citation the change touches is one whose base
    lines overlap a deleted line or surround an inserted one;
 3. verifies every touched memory at the head (``MemoryService.verify`` with
-   ``apply=False``: only telemetry is written, ``retrieved`` and the outcome) and
+   ``apply=False``, a dry run: only telemetry is written, ``retrieved`` and what the
+   check saw) and
    turns each into a ``Finding``: the memory still ``holds`` (a reminder), the change
    ``breaks`` it (the cited code changed), it ``deletes`` the cited code, or the code
    was ``unverifiable`` (no verdict).
@@ -21,22 +22,21 @@ pull request's base and head, as GitHub diffs a pull request) and the **head**. 
 With ``apply=True`` (after a merge) the same pass refreshes, relocates or invalidates
 for real, and also brings every other memory citing a changed file up to date.
 
-Rendering follows ``prompt``'s rule that memory text is data: subjects are inline code,
-facts fenced blocks that nothing inside can close, so a memory cannot post markdown,
-mentions or HTML into a review.
+The review reads and changes memories only through ``MemoryService``'s public methods
+(``memories_citing``, ``locate``, ``record_retrieval``, ``verify``). The package:
+``diff`` (the change), ``findings`` (this), ``markdown`` (for people), ``git`` (a local
+``base...head``) and ``github`` (pull requests: files, reviews, comments).
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from verified_memory.errors import SourceUnavailable
 from verified_memory.models import (
     Citation,
     CitationCheck,
@@ -48,25 +48,17 @@ from verified_memory.models import (
     Verification,
     validate_repo,
 )
-from verified_memory.prompt import fence, inline, sanitize
+from verified_memory.review.diff import Diff, FileDiff
 from verified_memory.service import MemoryService
-from verified_memory.verify.ladder import Verifier
 
 __all__ = [
     "CommentLine",
-    "Diff",
-    "FileDiff",
     "Finding",
+    "FindingCitation",
     "FindingKind",
-    "HunkReader",
     "Links",
     "ReviewReport",
-    "brief_line",
-    "parse_patch",
-    "render_finding",
-    "render_markdown",
     "review",
-    "summary_line",
     "web_url",
 ]
 
@@ -97,158 +89,6 @@ _LABELS = {
     FindingKind.HOLDS: "Convention to keep",
 }
 _ORDER = {kind: i for i, kind in enumerate(FindingKind)}
-
-
-# --------------------------------------------------------------------------- diffs
-
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-
-
-@dataclass(frozen=True, slots=True)
-class FileDiff:
-    """One changed file: which base lines the change removes, where it inserts, and
-    which lines a review comment may sit on.
-
-    ``path`` is the file at the head (None when deleted), ``old_path`` at the base
-    (None when added). Line sets are 1-based: ``deleted`` base lines removed or
-    replaced; ``inserted_after`` base lines after which new lines appear (0: at the
-    top); ``added`` head lines; ``left`` / ``right`` every base / head line the diff
-    shows (changed lines and context), the lines GitHub accepts comments on. ``whole``:
-    no patch was available (a binary or very large file), so every line counts as
-    changed.
-    """
-
-    path: str | None
-    old_path: str | None
-    status: str = "modified"  # added, removed, modified, renamed
-    deleted: frozenset[int] = frozenset()
-    inserted_after: frozenset[int] = frozenset()
-    added: frozenset[int] = frozenset()
-    left: frozenset[int] = frozenset()
-    right: frozenset[int] = frozenset()
-    whole: bool = False
-
-    @property
-    def comment_path(self) -> str:
-        """The path a review comment names (the old one for a deleted file)."""
-        path = self.path or self.old_path
-        assert path is not None
-        return path
-
-    def touches(self, start: int, end: int) -> bool:
-        """Whether the change removes, replaces or inserts inside base lines start-end."""
-        if self.whole or (self.path is None and self.old_path is not None):
-            return True
-        if any(start <= line <= end for line in self.deleted):
-            return True
-        return any(start <= after < end for after in self.inserted_after)
-
-    def replaces(self, start: int, end: int) -> bool:
-        """Whether new lines take the place of base lines start-end (an edit, not a
-        deletion)."""
-        if self.path is None:
-            return False
-        return self.whole or any(start - 1 <= after <= end for after in self.inserted_after)
-
-    def comment_line(self, location: Location, side: str) -> int | None:
-        """A line of ``location`` a comment may sit on: a changed one first."""
-        lines = range(location.line_start, location.line_end + 1)
-        changed, shown = (self.added, self.right) if side == "RIGHT" else (self.deleted, self.left)
-        return next((n for n in lines if n in changed), None) or next(
-            (n for n in lines if n in shown), None)
-
-
-def parse_patch(lines: Iterable[str], *, path: str | None, old_path: str | None,
-                status: str = "modified") -> FileDiff:
-    """A ``FileDiff`` from unified diff hunks (``@@ -a,b +c,d @@`` and their lines), as
-    ``git diff`` writes them and GitHub sends them in a pull request file's ``patch``."""
-    reader = HunkReader()
-    for line in lines:
-        reader.feed(line)
-    return reader.result(path=path, old_path=old_path, status=status)
-
-
-class HunkReader:
-    """Reads hunks line by line, counting each hunk's lines so that a removed line that
-    reads ``--- a/x`` or ``@@`` is never taken for a header."""
-
-    def __init__(self) -> None:
-        self.deleted: set[int] = set()
-        self.inserted_after: set[int] = set()
-        self.added: set[int] = set()
-        self.left: set[int] = set()
-        self.right: set[int] = set()
-        self._old = self._new = 0  # the next line number on each side
-        self._old_left = self._new_left = 0  # lines of the current hunk still to come
-
-    @property
-    def in_hunk(self) -> bool:
-        return self._old_left > 0 or self._new_left > 0
-
-    def feed(self, line: str) -> None:
-        """Take one line: a hunk header, a hunk line, or anything else (ignored)."""
-        if not self.in_hunk:
-            match = _HUNK.match(line)
-            if match is None:
-                return  # not a hunk, or "\ No newline at end of file"
-            old_start, old_count = int(match[1]), int(match[2] or "1")
-            new_start, new_count = int(match[3]), int(match[4] or "1")
-            # An empty side names the line *before* the hunk; otherwise its first line.
-            self._old = old_start if old_count else old_start + 1
-            self._new = new_start if new_count else new_start + 1
-            self._old_left, self._new_left = old_count, new_count
-            return
-        mark = line[:1]
-        if mark == "-" and self._old_left > 0:
-            self.deleted.add(self._old)
-            self.left.add(self._old)
-            self._old += 1
-            self._old_left -= 1
-        elif mark == "+" and self._new_left > 0:
-            self.added.add(self._new)
-            self.right.add(self._new)
-            self.inserted_after.add(self._old - 1)
-            self._new += 1
-            self._new_left -= 1
-        elif mark in (" ", "") and self._old_left > 0 and self._new_left > 0:
-            self.left.add(self._old)
-            self.right.add(self._new)
-            self._old += 1
-            self._new += 1
-            self._old_left -= 1
-            self._new_left -= 1
-        elif mark != "\\":
-            self._old_left = self._new_left = 0  # a hunk shorter than its header said
-
-    def result(self, *, path: str | None, old_path: str | None, status: str,
-               whole: bool = False) -> FileDiff:
-        return FileDiff(path=path, old_path=old_path, status=status,
-                        deleted=frozenset(self.deleted),
-                        inserted_after=frozenset(self.inserted_after),
-                        added=frozenset(self.added), left=frozenset(self.left),
-                        right=frozenset(self.right), whole=whole)
-
-
-@dataclass(frozen=True, slots=True)
-class Diff:
-    """What a review looks at: the changed files between two commits.
-
-    ``base_commit`` is the diff's old side: the merge base of ``base`` and ``head``
-    (what GitHub diffs a pull request against), which is ``base`` itself when it is an
-    ancestor of ``head``."""
-
-    base: str  # as given: a ref name or a sha
-    head: str
-    base_commit: str
-    head_commit: str
-    files: tuple[FileDiff, ...]
-    notes: tuple[str, ...] = ()
-
-    def by_old_path(self) -> dict[str, FileDiff]:
-        return {f.old_path: f for f in self.files if f.old_path is not None}
-
-    def by_path(self) -> dict[str, FileDiff]:
-        return {f.path: f for f in self.files if f.path is not None}
 
 
 # --------------------------------------------------------------------------- links
@@ -426,36 +266,6 @@ class ReviewReport:
 # --------------------------------------------------------------------------- the review
 
 
-class _BaseLocator:
-    """Where a citation's code is at the base commit (``None``: it did not hold there)."""
-
-    def __init__(self, service: MemoryService, repo: str, base: str) -> None:
-        self.source = service.source_for(repo)
-        self.verifier = Verifier(self.source, locator=service.locator)
-        self.base = base
-        self._tree: Mapping[str, str] | None = None
-        self._unreadable = False
-
-    def locate(self, citation: Citation) -> tuple[Location | None, bool]:
-        """The base location and whether it is trusted (False: the code did not hold).
-        When the base cannot be read, the stored place is the best guess (asked once:
-        an outage is not retried for every citation)."""
-        if self._unreadable:
-            return citation.location, True
-        if self._tree is None:
-            try:
-                self._tree = self.source.tree(self.base)
-            except SourceUnavailable:
-                self._unreadable = True
-                return citation.location, True
-        check = self.verifier.check_one(citation, self.base, self._tree)
-        if check.outcome.holds and check.location is not None:
-            return check.location, True
-        if check.outcome is Outcome.UNVERIFIABLE:
-            return citation.location, True
-        return None, False
-
-
 def review(
     service: MemoryService,
     repo: str,
@@ -470,10 +280,11 @@ def review(
     """Review ``diff``: find the memories whose citations it touches, verify them at
     ``verify_at`` (default: the head commit), and report a finding for each.
 
-    Without ``apply`` no memory changes: only telemetry is written (``retrieved`` for
-    each touched memory, and the verification outcome). With ``apply`` (after a merge)
-    the verification is carried out, for the touched memories and for every other
-    memory citing a changed file."""
+    Without ``apply`` no memory changes: the verification is a dry run, and only
+    telemetry is written (``retrieved`` for each touched memory, and what the check
+    saw). With ``apply`` (after a merge) the verification is carried out, for the
+    touched memories and for every other memory citing a changed file; ``verify_at``
+    must then be on the main line (the ref rule)."""
     validate_repo(repo)
     verify_at = verify_at or diff.head_commit
     links = links or Links(repo)
@@ -482,41 +293,41 @@ def review(
                          base_commit=diff.base_commit, head_commit=diff.head_commit,
                          verified_at=verify_at, findings=(), files=len(diff.files),
                          applied=apply, pull_request=pull_request, notes=tuple(notes))
-    if not service.memories.recent(repo, limit=1):
-        which = "active memories" if service.memories.recent(repo, limit=1, status=None) \
-            else "memories"
+    counts = service.stats(repo).by_status
+    if not counts.get(Status.ACTIVE.value):
+        which = "active memories" if sum(counts.values()) else "memories"
         notes.append(f"no {which} for {repo}: nothing to review (store some with "
                      "`vmem store`)")
         return replace(empty, has_memories=False, notes=tuple(notes))
 
-    locator = _BaseLocator(service, repo, diff.base_commit)
-    memories: dict[str, Memory] = {}
+    changed = [f.old_path for f in diff.files if f.old_path is not None]
+    citing = service.memories_citing(repo, changed, limit=BY_PATH_LIMIT)
+    memories = {m.id: m for found in citing.values() for m in found}
+    # Each citation of a changed file, placed at the base: as stored when the file's
+    # blob there is the citation's, else found again by the ladder (pins may be older).
+    cited = [(m.id, i, c) for m in memories.values() for i, c in enumerate(m.citations)
+             if c.path in citing]
+    placed = service.locate(repo, [c for _, _, c in cited], diff.base_commit)
+    by_old_path = diff.by_old_path()
     touched: dict[str, dict[int, Location]] = {}  # memory id -> citation index -> base place
     stale: set[str] = set()
-    for changed in diff.files:
-        if changed.old_path is None:
-            continue
-        for memory in service.memories.by_path(repo, changed.old_path, limit=BY_PATH_LIMIT):
-            memories.setdefault(memory.id, memory)
-            for i, citation in enumerate(memory.citations):
-                if citation.path != changed.old_path:
-                    continue
-                where, held = locator.locate(citation)
-                if not held or where is None:
-                    stale.add(memory.id)
-                elif where.path == changed.old_path and changed.touches(where.line_start,
-                                                                        where.line_end):
-                    touched.setdefault(memory.id, {})[i] = where
+    for (memory_id, i, citation), check in zip(cited, placed, strict=True):
+        where = _base_place(citation, check)
+        if where is None:
+            stale.add(memory_id)
+        elif where.path == citation.path and by_old_path[where.path].touches(
+                where.line_start, where.line_end):
+            touched.setdefault(memory_id, {})[i] = where
     stale -= touched.keys()
-    # queued: written with the verification outcomes below
-    service._retrieved([memories[mid] for mid in touched], "review", base=diff.base_commit,
-                       head=diff.head_commit, pull_request=pull_request)
+    service.record_retrieval([memories[mid] for mid in touched], "review",
+                             base=diff.base_commit, head=diff.head_commit,
+                             pull_request=pull_request)
     ids = list(memories) if apply else list(touched)
     verifications: Sequence[Verification] = ()
     if ids:
         verifications = service.verify(ids, ref=verify_at, apply=apply,
                                        on_progress=on_progress).verifications
-    places = _Places(diff.by_path(), diff.by_old_path())
+    places = _Places(diff.by_path(), by_old_path)
     findings = [
         _finding(v, touched[v.memory.id], places, diff.base_commit, verify_at, links)
         for v in verifications if v.memory.id in touched
@@ -528,6 +339,16 @@ def review(
                      "branch): " + ", ".join(sorted(stale)))
     return replace(empty, findings=tuple(findings), stale=tuple(sorted(stale)),
                    updated=len(set(ids) - touched.keys()) if apply else 0, notes=tuple(notes))
+
+
+def _base_place(citation: Citation, check: CitationCheck) -> Location | None:
+    """Where a citation's code is at the base (None: it did not hold there). When the
+    base cannot be read, the stored place is the best guess."""
+    if check.outcome is Outcome.UNVERIFIABLE:
+        return citation.location
+    if check.outcome.holds and check.location is not None:
+        return check.location
+    return None
 
 
 def _kind(v: Verification, citations: Sequence[FindingCitation]) -> FindingKind:
@@ -598,109 +419,3 @@ def _comment_line(citations: Sequence[FindingCitation], places: _Places) -> Comm
             if line is not None:
                 return CommentLine(changed.comment_path, line, "LEFT")
     return None
-
-
-# --------------------------------------------------------------------------- markdown
-
-
-def _short(sha: str) -> str:
-    return sha[:12]
-
-
-def _place(text: str, link: str | None) -> str:
-    return f"[{inline(text)}]({link})" if link else inline(text)
-
-
-def _citation_line(c: FindingCitation) -> str:
-    check = c.check
-    cited = str(check.citation.location)
-    outcome = check.outcome
-    now = _place(str(check.location), c.link) if check.location is not None else None
-    if outcome is Outcome.VALID and now:
-        text = f"{now} holds"
-    elif outcome is Outcome.RELOCATED and now:
-        text = f"{inline(cited)} moved to {now}"
-    elif outcome is Outcome.CHANGED and now:
-        share = "part" if check.similarity is None else f"{check.similarity:.0%}"
-        text = f"{inline(cited)} **changed**: {share} of the cited lines survive at {now}"
-    elif c.rewritten:
-        text = f"{_place(cited, c.link)} **rewritten**: none of the cited lines survive"
-    elif outcome.is_verdict:
-        text = (f"{_place(cited, c.link)} **{'changed' if outcome is Outcome.CHANGED else 'gone'}**"
-                f": {inline(check.detail or 'no longer there')}")
-    else:
-        text = f"{_place(cited, c.link)} could not be read: {inline(check.detail or '?')}"
-    if c.touched:
-        text += " (touched by this change)"
-    return f"- {text}"
-
-
-def render_finding(finding: Finding, *, applied: bool = False, heading: str = "###") -> str:
-    """One finding as markdown: the memory (its text quoted as data), its citations as
-    links, and what to do."""
-    m = finding.memory
-    lines = [
-        f"{heading} {finding.kind.label}: {inline(sanitize(m.subject))}".rstrip(),
-        "",
-        f"Memory {inline(m.id)} ({m.status.value}):",
-        "",
-        fence(m.fact),
-        "",
-        *(_citation_line(c) for c in finding.citations),
-        "",
-        finding.advice(applied),
-    ]
-    return "\n".join(lines)
-
-
-def summary_line(report: ReviewReport) -> str:
-    if not report.has_memories:
-        return f"No active memories for {inline(report.repo)}: nothing to review."
-    if not report.findings:
-        return ("This change touches no code that a memory cites "
-                f"({report.files} changed file{'s' if report.files != 1 else ''} looked at).")
-    counts = ", ".join(f"{report.count(kind)} {kind.value}" for kind in FindingKind
-                       if report.count(kind))
-    n = len(report.findings)
-    return (f"This change touches code cited by {n} memor{'y' if n == 1 else 'ies'}: "
-            f"{counts}.")
-
-
-def brief_line(finding: Finding) -> str:
-    """One line for a finding written out elsewhere (in its inline review comment)."""
-    where = finding.comment
-    at = f" (see the comment on {inline(where.path)} line {where.line})" if where else ""
-    return (f"- **{finding.kind.label}**: {inline(sanitize(finding.memory.subject))}, "
-            f"memory {inline(finding.memory.id)}{at}")
-
-
-def render_markdown(report: ReviewReport, *, heading: str = "##",
-                    brief: Container[str] = ()) -> str:
-    """The whole review as markdown for people. Findings whose memory id is in ``brief``
-    get one line each (their detail is in an inline comment)."""
-    what = (f"pull request #{report.pull_request}" if report.pull_request is not None
-            else f"{inline(report.base)}...{inline(report.head)}")
-    effect = ("memories were refreshed, relocated or invalidated (--apply)" if report.applied
-              else "memories were not changed (telemetry only)")
-    parts = [
-        f"{heading} verified-memory review of {inline(report.repo)}: {what}",
-        "",
-        summary_line(report),
-        "",
-        f"Diff from {inline(_short(report.base_commit))} (merge base) to "
-        f"{inline(_short(report.head_commit))}; verified at "
-        f"{inline(_short(report.verified_at))}; {effect}.",
-    ]
-    short = [f for f in report.findings if f.memory.id in brief]
-    if short:
-        parts += ["", *(brief_line(f) for f in short)]
-    for finding in report.findings:
-        if finding.memory.id not in brief:
-            parts += ["", render_finding(finding, applied=report.applied,
-                                         heading=heading + "#")]
-    if report.updated:
-        parts += ["", f"{report.updated} other memor{'y' if report.updated == 1 else 'ies'} "
-                      "citing the changed files were verified and brought up to date."]
-    for note in report.notes:
-        parts += ["", f"_Note: {sanitize(note)}_"]
-    return "\n".join(parts) + "\n"

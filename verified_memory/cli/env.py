@@ -1,0 +1,154 @@
+"""What every command needs: where memories are, where the code is, how to say things.
+
+Shared by the commands in ``cli/__init__.py`` and ``cli/review.py`` (and nothing else
+imports back from the CLI).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+
+from verified_memory.cli.render import Output
+from verified_memory.errors import SourceUnavailable, ValidationError
+from verified_memory.service import MemoryService
+from verified_memory.sources.base import CodeSource, SourcesByRepo
+
+if TYPE_CHECKING:
+    from verified_memory.config import Settings
+
+__all__ = ["Env", "code_options", "common", "fail", "progress", "running", "say"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fail(message: str) -> NoReturn:
+    click.echo(f"vmem: error: {message}", err=True)
+    sys.exit(1)
+
+
+class Env:
+    """What every command needs: where memories are, and where the code is."""
+
+    def __init__(self, db: str | None, directory: Path, as_json: bool = False) -> None:
+        self.db = db
+        self.directory = directory
+        self.out = Output(as_json)
+        self._working_copy: Path | bool | None = False
+
+    @property
+    def working_copy(self) -> Path | None:
+        if self._working_copy is False:
+            from verified_memory.sources.discovery import find_working_copy
+
+            self._working_copy = find_working_copy(self.directory)
+        assert self._working_copy is not True
+        return self._working_copy
+
+    def repo(self, given: str | None) -> str:
+        if given:
+            return given
+        from verified_memory.sources.discovery import repo_from_remote
+
+        wc = self.working_copy
+        repo = repo_from_remote(wc) if wc else None
+        if repo is None:
+            where = (f"{wc} has no origin remote" if wc
+                     else f"{self.directory} is not inside a git working copy")
+            raise ValidationError(f"no --repo given and {where}: pass --repo owner/name")
+        return repo
+
+    def ref(self, given: str, *, worktree: bool = False) -> str:
+        """``HEAD`` as the branch checked out (``refs/heads/NAME``), so that what a check
+        says names the branch; a detached HEAD, another ref or the worktree as given."""
+        if given != "HEAD" or worktree or self.working_copy is None:
+            return given
+        from verified_memory.sources.discovery import checked_out_branch
+
+        return checked_out_branch(self.working_copy) or given
+
+    def service(self, *, worktree: bool = False,
+                source: CodeSource | None = None) -> MemoryService:
+        """A service on the chosen store, reading code through ``source`` when given
+        (closed with the service), else the working copy or GitHub, per repository."""
+        from verified_memory.config import Settings
+        from verified_memory.store import open_store
+
+        settings = Settings.from_env()
+        factory = SourcesByRepo(lambda repo: self._source(repo, worktree, settings))
+        return MemoryService(open_store(self.db, settings),
+                             source if source is not None else factory,
+                             actor=settings.actor, truth_ref=settings.truth_ref)
+
+    def _source(self, repo: str, worktree: bool, settings: Settings) -> CodeSource:
+        wc = self.working_copy
+        if wc is not None:
+            from verified_memory.sources.local_git import LocalGitSource
+            from verified_memory.sources.worktree import WorktreeSource
+
+            return WorktreeSource(wc) if worktree else LocalGitSource(wc)
+        if settings.github_token:
+            from verified_memory.sources.github import GitHubSource
+
+            return GitHubSource.from_settings(repo, settings)
+        raise SourceUnavailable(
+            f"cannot read the code of {repo}: run inside its working copy, pass -C DIR, "
+            "or set GITHUB_TOKEN to read it from GitHub")
+
+
+@contextmanager
+def running(env: Env, *, worktree: bool = False,
+            source: CodeSource | None = None) -> Iterator[MemoryService]:
+    service = env.service(worktree=worktree, source=source)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+def common(f: F) -> F:
+    """--repo and --json, shared by the commands that act on one repository."""
+    f = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")(f)
+    return click.option("--repo", metavar="OWNER/NAME",
+                        help="Repository (default: the origin remote of the working copy).")(f)
+
+
+def code_options(f: F) -> F:
+    f = click.option("--worktree", is_flag=True,
+                     help="Read files on disk, including uncommitted changes, instead of REF.")(f)
+    return click.option("--ref", default="HEAD", show_default=True,
+                        help="Commit, branch or tag to check the code at.")(f)
+
+
+def say(line: str) -> None:
+    """A line for people about what a command will do, on stderr (stdout is the result)."""
+    click.echo(line, err=True)
+
+
+@contextmanager
+def progress(env: Env) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr, shown only when the pass takes more than a moment."""
+    from rich.progress import Progress
+
+    started = time.monotonic()
+    bar = Progress(console=env.out.err, transient=True, disable=not env.out.err.is_terminal)
+    task: list[Any] = []
+
+    def update(done: int, total: int) -> None:
+        if not task:
+            if time.monotonic() - started < 0.3:
+                return
+            bar.start()
+            task.append(bar.add_task("verifying", total=total))
+        bar.update(task[0], completed=done)
+
+    try:
+        yield update
+    finally:
+        bar.stop()
