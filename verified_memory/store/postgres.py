@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -49,6 +48,7 @@ from verified_memory.models import (
     TelemetryEvent,
     Transition,
 )
+from verified_memory.store._retry import retry_rolled_back
 from verified_memory.store._rows import (
     EVENT_COLUMNS,
     MEMORY_COLUMNS,
@@ -87,8 +87,6 @@ T = TypeVar("T")
 #: SQLSTATEs raised by the SQL functions (sql/002_functions.sql).
 SQLSTATE_NOT_FOUND = "VM404"
 SQLSTATE_CONFLICT = "VM409"
-_RETRYABLE = {"40001", "40P01"}  # serialization_failure, deadlock_detected
-_RETRIES = 5
 
 _EVENT_SELECT = f"select id, {', '.join(EVENT_COLUMNS)} from agent_memory_telemetry"
 
@@ -461,16 +459,15 @@ class PostgresStore(ClosingStore):
     def _run(self, action: str, body: Callable[[psycopg.Cursor[Any]], T]) -> T:
         """Run ``body`` in a transaction, retrying deadlocks and serialization failures."""
         psycopg = _psycopg()
-        for attempt in range(_RETRIES):
-            try:
-                with self._cursor(action) as cur:
-                    return body(cur)
-            except psycopg.Error as exc:
-                if exc.sqlstate in _RETRYABLE and attempt + 1 < _RETRIES:
-                    time.sleep(0.01 * 2**attempt)
-                    continue
-                raise self._translate(exc, action) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def attempt() -> T:
+            with self._cursor(action) as cur:
+                return body(cur)
+
+        try:
+            return retry_rolled_back(attempt, lambda exc: getattr(exc, "sqlstate", None))
+        except psycopg.Error as exc:
+            raise self._translate(exc, action) from exc
 
     def _fetch(self, action: str, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         def body(cur: psycopg.Cursor[Any]) -> list[dict[str, Any]]:

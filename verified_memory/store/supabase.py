@@ -24,7 +24,6 @@ Why it is shaped like this:
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,6 +36,7 @@ from verified_memory.errors import (
     VerifiedMemoryError,
 )
 from verified_memory.models import EventKind, Memory, RepoStats, Status, TelemetryEvent, Transition
+from verified_memory.store._retry import retry_rolled_back
 from verified_memory.store._rows import (
     EVENT_COLUMNS,
     check_limit,
@@ -66,8 +66,6 @@ T = TypeVar("T")
 
 #: Ids per ``in.(...)`` filter: keeps URLs far below proxies' length limits.
 ID_CHUNK = 100
-_RETRYABLE = {"40001", "40P01"}  # serialization failure, deadlock: rolled back, retry
-_RETRIES = 5
 _EVENT_FIELDS = ",".join(("id", *EVENT_COLUMNS))
 
 
@@ -328,20 +326,15 @@ class SupabaseStore(ClosingStore):
         """Run one request; retry what the database rolled back; translate failures."""
         if self._closed:
             raise StoreError(f"{self!r} is closed")
-        for attempt in range(_RETRIES):
-            try:
-                return call()
-            except Exception as exc:
-                if isinstance(exc, VerifiedMemoryError):
-                    raise
-                error = _translate(exc, action)
-                if error is None:
-                    raise
-                if getattr(exc, "code", None) in _RETRYABLE and attempt + 1 < _RETRIES:
-                    time.sleep(0.01 * 2**attempt)
-                    continue
-                raise error from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            return retry_rolled_back(call, _sqlstate)
+        except VerifiedMemoryError:
+            raise
+        except Exception as exc:
+            error = _translate(exc, action)
+            if error is None:
+                raise
+            raise error from exc
 
 
 def _windows(limit: int | None, page: int) -> Iterator[tuple[int, int]]:
@@ -357,6 +350,14 @@ def _rows(data: Any, action: str) -> list[dict[str, Any]]:
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise StoreError(f"Supabase answered {type(data).__name__}, not rows, while {action}")
     return data
+
+
+def _sqlstate(exc: Exception) -> str | None:
+    """The SQLSTATE PostgREST forwarded with a failed request (None: not a database
+    answer, e.g. the network)."""
+    from postgrest import APIError
+
+    return (exc.code or None) if isinstance(exc, APIError) else None
 
 
 def _translate(exc: BaseException, action: str) -> VerifiedMemoryError | None:
