@@ -64,7 +64,7 @@ class Status(StrEnum):
 
 
 class Outcome(StrEnum):
-    """What verification found for one citation (the ladder in DESIGN.md)."""
+    """What verification found for one citation (the ladder in docs/ARCHITECTURE.md)."""
 
     VALID = "valid"
     RELOCATED = "relocated"

@@ -1,6 +1,6 @@
 """Where am I? The working copy around a directory, and the ``owner/name`` it comes from.
 
-Entry points use this to pick defaults (DESIGN.md, Defaults): run inside a git working
+Entry points use this to pick defaults (docs/ARCHITECTURE.md): run inside a git working
 copy, the local repository is the code source and its ``origin`` remote names the
 repository that memories are filed under.
 

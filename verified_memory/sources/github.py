@@ -1,6 +1,6 @@
 """A ``CodeSource`` over the GitHub REST API (PyGithub), for services without a checkout.
 
-Cost model (DESIGN.md), in requests for one verification pass:
+Cost model (docs/ARCHITECTURE.md), in requests for one verification pass:
 
 - ``resolve(ref)``: 1 conditional request (``commits/{ref}`` as a bare sha). The ETag
   and the answer are kept on disk, so an unchanged branch answers ``304 Not Modified``,

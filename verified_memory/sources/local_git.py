@@ -1,6 +1,6 @@
 """A ``CodeSource`` over a local git repository: a working copy or a bare repository.
 
-Cost model (DESIGN.md): one long-lived ``git cat-file --batch`` process answers every
+Cost model (docs/ARCHITECTURE.md): one long-lived ``git cat-file --batch`` process answers every
 ref resolution and blob read of a source, so a thousand blob reads cost a thousand pipe
 round trips, not a thousand process starts. ``git ls-tree`` runs once per commit and
 ``git diff-tree`` once per pair of commits. All three answers are cached, because

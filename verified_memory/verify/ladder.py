@@ -1,6 +1,6 @@
 """The verification ladder: is the cited code still there, and where?
 
-Each citation climbs the ladder of DESIGN.md until a step decides:
+Each citation climbs the ladder of docs/ARCHITECTURE.md until a step decides:
 
 1. the file's blob sha at the revision equals the citation's: ``valid`` (nothing read);
 2. the same lines at the same place hash the same: ``valid``;
