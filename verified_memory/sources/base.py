@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
-__all__ = ["BatchReader", "ClosingSource", "CodeSource", "Rename", "Reopenable", "git_blob_sha"]
+__all__ = [
+    "BatchReader", "ClosingSource", "CodeSource", "DescribesEntries", "Rename", "Reopenable",
+    "git_blob_sha",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,17 @@ class BatchReader(Protocol):
 
     def read_blobs(self, blob_shas: Iterable[str]) -> None:
         """Warm the source's cache with these blobs; ``read_blob`` then answers."""
+
+
+@runtime_checkable
+class DescribesEntries(Protocol):
+    """A source that can say what a path the tree leaves out is: trees list regular
+    files only, and a symbolic link or a submodule is never followed (a link could
+    lead out of the repository), but a citation's reason can name it."""
+
+    def entry_kind(self, revision: str, path: str) -> str | None:
+        """'a symbolic link', 'a submodule' or 'a directory' when ``path`` is one at
+        ``revision`` (as far as this source knows without another request), else None."""
 
 
 @runtime_checkable
