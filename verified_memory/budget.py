@@ -33,7 +33,7 @@ from contextvars import ContextVar
 
 from verified_memory.errors import BudgetSpent, SourceDown, SourceUnavailable
 
-__all__ = ["Budget", "CircuitBreaker", "current", "time_budget"]
+__all__ = ["Budget", "CircuitBreaker", "current", "monotonic", "time_budget"]
 
 Clock = Callable[[], float]
 Notice = Callable[[str], None]
@@ -44,17 +44,23 @@ NOTICE_AFTER = 1.0
 _CURRENT: ContextVar[Budget | None] = ContextVar("verified_memory_budget", default=None)
 
 
+def monotonic() -> float:
+    """The default clock of a budget (looked up when a budget starts, so that a test
+    can run a whole command on a clock of its own)."""
+    return time.monotonic()
+
+
 class Budget:
     """The time one verification pass may take, and what went wrong within it."""
 
-    def __init__(self, seconds: float, *, clock: Clock = time.monotonic,
+    def __init__(self, seconds: float, *, clock: Clock | None = None,
                  notice: Notice | None = None) -> None:
         if not seconds > 0:
             raise ValueError(f"a time budget must be positive, got {seconds!r}")
         self.seconds = float(seconds)
-        self._clock = clock
+        self._clock = clock or monotonic
         self._notice = notice
-        self.started = clock()
+        self.started = self._clock()
         #: The first source-wide failure of the pass (``SourceDown``), if any.
         self.down: SourceDown | None = None
         #: The latest trouble met while reading (a failed attempt being retried).
@@ -120,7 +126,7 @@ def current() -> Budget | None:
 
 
 @contextmanager
-def time_budget(seconds: float | None, *, clock: Clock = time.monotonic,
+def time_budget(seconds: float | None, *, clock: Clock | None = None,
                 notice: Notice | None = None) -> Iterator[Budget | None]:
     """Run the block under a budget of ``seconds`` (None: no time limit).
 

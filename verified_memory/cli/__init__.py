@@ -10,18 +10,26 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
 
+from verified_memory.budget import Budget
 from verified_memory.cli.db import db
+from verified_memory.cli.passes import Kind, bounded, not_checked_line
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
 from verified_memory.errors import SourceUnavailable, ValidationError, VerifiedMemoryError
-from verified_memory.models import CitationRef, Decision, NewMemory, parse_citation
+from verified_memory.models import (
+    CitationRef,
+    Decision,
+    NewMemory,
+    Verification,
+    parse_citation,
+)
 from verified_memory.service import MemoryService
 
 __all__ = ["main"]
@@ -37,11 +45,23 @@ def fail(message: str) -> NoReturn:
 class Env:
     """What every command needs: where memories are, and where the code is."""
 
-    def __init__(self, db: str | None, directory: Path, as_json: bool = False) -> None:
+    def __init__(self, db: str | None, directory: Path, as_json: bool = False,
+                 time_limit: float | None = None) -> None:
         self.db = db
         self.directory = directory
         self.out = Output(as_json)
         self._working_copy: Path | bool | None = False
+        self.time_limit = time_limit  # --time-limit: overrides the settings' limits
+        self.budget: Budget | None = None  # of the last pass ``running`` bounded
+
+    def seconds(self, kind: Kind) -> float:
+        """The time limit of a pass of this kind (see ``cli.passes``)."""
+        from verified_memory.config import Settings
+
+        if self.time_limit is not None:
+            return self.time_limit
+        settings = Settings.from_env()
+        return settings.context_time_limit if kind == "context" else settings.verify_time_limit
 
     @property
     def working_copy(self) -> Path | None:
@@ -99,10 +119,15 @@ class Env:
 
 
 @contextmanager
-def running(env: Env, *, worktree: bool = False, source: Any = None) -> Iterator[MemoryService]:
+def running(env: Env, *, worktree: bool = False, source: Any = None,
+            kind: Kind = "verify") -> Iterator[MemoryService]:
+    """A service for one command, whose reads of code are one pass of ``kind``'s time
+    limit (``cli.passes``); closed at the end."""
     service = env.service(worktree=worktree, source=source)
     try:
-        yield service
+        with bounded(env.out, env.seconds(kind)) as budget:
+            env.budget = budget
+            yield service
     finally:
         service.close()
 
@@ -127,12 +152,17 @@ def code_options(f: F) -> F:
                    "[env VMEM_DATABASE_URL; default: a SQLite file in your data directory]")
 @click.option("-C", "directory", type=click.Path(file_okay=False, path_type=Path), default=".",
               help="Run as if started in DIR (the working copy code is read from).")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True, max=86_400),
+              metavar="SECONDS",
+              help="Most seconds a command may spend reading code; what is left unread is "
+                   "reported as unverifiable. [env VMEM_CONTEXT_TIME_LIMIT (context, default "
+                   "5) and VMEM_VERIFY_TIME_LIMIT (the rest, default 60)]")
 @click.version_option(package_name="verified-memory")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, directory: Path) -> None:
+def cli(ctx: click.Context, db: str | None, directory: Path, time_limit: float | None) -> None:
     """Verified memory for coding agents: facts about a codebase that cite its code,
     checked against the code as it is now before they are used."""
-    ctx.obj = Env(db, directory.resolve())
+    ctx.obj = Env(db, directory.resolve(), time_limit=time_limit)
 
 
 pass_env = click.make_pass_decorator(Env)
@@ -312,6 +342,14 @@ def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref:
         f"{report.count(Decision.REFRESH)} hold, {report.count(Decision.INVALIDATE)} "
         f"{'would be ' if dry_run else ''}invalidated, {report.count(Decision.UNVERIFIED)} "
         "could not be verified", markup=False)
+    _tell_not_checked(env, report.verifications)
+
+
+def _tell_not_checked(env: Env, verifications: Sequence[Verification],
+                      total: int | None = None) -> None:
+    line = not_checked_line(verifications, env.budget, total)
+    if line is not None:
+        env.out.err.print(line, markup=False, highlight=False)
 
 
 @contextmanager
@@ -359,7 +397,7 @@ def context(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
     prompt (memories that fail are left out; see `verify`)."""
     env.out = Output(as_json)
     name = env.repo(repo)
-    with running(env, worktree=worktree) as service:
+    with running(env, worktree=worktree, kind="context") as service:
         ctx = service.context(name, ref=ref, limit=limit, query=query, hydration=hydration,
                               budget=budget)
     if hook == "claude-code":
@@ -369,6 +407,7 @@ def context(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
         env.out.json(ctx.to_dict())
     else:
         sys.stdout.write(ctx.markdown)
+    _tell_not_checked(env, ctx.left_out, len(ctx.memories) + len(ctx.left_out))
 
 
 @cli.command()
@@ -495,7 +534,7 @@ def mcp_command(env: Env, http: bool, port: int, repo: str | None, worktree: boo
     from verified_memory.mcp_server import build_server, serve
 
     server = build_server(lambda: env.service(worktree=worktree),
-                          default_repo=lambda: env.repo(repo))
+                          default_repo=lambda: env.repo(repo), time_limit=env.seconds("context"))
     if http:
         click.echo(f"vmem: serving MCP on http://127.0.0.1:{port}/mcp", err=True)
     serve(server, http=http, port=port)

@@ -31,7 +31,7 @@ class Output:
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
         self.out = Console(soft_wrap=True, highlight=False)
-        self.err = Console(stderr=True, highlight=False)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)  # a line, unfolded
 
     def json(self, data: Any) -> None:
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")

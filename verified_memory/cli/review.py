@@ -75,8 +75,17 @@ def review(ctx: click.Context, base: str | None, head: str | None, number: int |
                                    "drop --base and --head")
         report, posted, failure = _review_pull(env, number, repo, post, apply)
     _print(env, report, posted)
+    _tell_not_checked(env, report)
     if failure is not None:
         raise failure
+
+
+def _tell_not_checked(env: Env, report: ReviewReport) -> None:
+    from verified_memory.cli.passes import not_checked_line
+
+    line = not_checked_line([f.verification for f in report.findings], env.budget)
+    if line is not None:
+        env.out.err.print(line, markup=False, highlight=False)
 
 
 def _review_local(env: Env, base: str | None, head: str | None, repo: str | None,
@@ -112,6 +121,7 @@ def _default_base(path: Path) -> str:
 def _review_pull(env: Env, number: int, repo: str | None, post: bool,
                  apply: bool) -> tuple[ReviewReport, Posted | None, VerifiedMemoryError | None]:
     from verified_memory.cli import _progress, running
+    from verified_memory.cli.passes import bounded
     from verified_memory.config import Settings
     from verified_memory.review import Diff, Links, web_url
     from verified_memory.review import review as run_review
@@ -126,24 +136,29 @@ def _review_pull(env: Env, number: int, repo: str | None, post: bool,
     github = GitHubSource.from_settings(name, settings)
     with github:
         pulls = PullRequests(github)
-        pull = pulls.get(number)
-        verify_at = check_apply(pull) if apply else pull.head_sha
-        local = _working_copy_with(env, name, {pull.head_sha, pull.base_sha, verify_at})
-        merge_base = _local_merge_base(local, pull.base_sha, pull.head_sha) if local else None
-        files, notes = pulls.files(pull)
-        diff = Diff(pull.base_ref or pull.base_sha, pull.head_ref or pull.head_sha,
-                    merge_base or pulls.merge_base(pull.base_sha, pull.head_sha),
-                    pull.head_sha, tuple(files), tuple(notes))
-        links = Links(name, web_url(github.base_url))
-        with running(env, source=local or github) as service, _progress(env) as progress:
-            report = run_review(service, name, diff, verify_at=verify_at, apply=apply,
-                                links=links, pull_request=number, on_progress=progress)
-            posted, failure = None, None
-            if post:
-                try:
-                    posted = pulls.post(pull, report)
-                except VerifiedMemoryError as exc:
-                    failure = exc
+        # Reading the pull request and verifying is one pass under the verify time limit;
+        # posting comes after it, so that a slow pass still gets its review posted.
+        with bounded(env.out, env.seconds("verify")) as budget:
+            pull = pulls.get(number)
+            verify_at = check_apply(pull) if apply else pull.head_sha
+            local = _working_copy_with(env, name, {pull.head_sha, pull.base_sha, verify_at})
+            merge_base = (_local_merge_base(local, pull.base_sha, pull.head_sha) if local
+                          else None)
+            files, notes = pulls.files(pull)
+            diff = Diff(pull.base_ref or pull.base_sha, pull.head_ref or pull.head_sha,
+                        merge_base or pulls.merge_base(pull.base_sha, pull.head_sha),
+                        pull.head_sha, tuple(files), tuple(notes))
+            links = Links(name, web_url(github.base_url))
+            with running(env, source=local or github) as service, _progress(env) as progress:
+                report = run_review(service, name, diff, verify_at=verify_at, apply=apply,
+                                    links=links, pull_request=number, on_progress=progress)
+        env.budget = budget
+        posted, failure = None, None
+        if post:
+            try:
+                posted = pulls.post(pull, report)
+            except VerifiedMemoryError as exc:
+                failure = exc
         return replace(report, requests=pulls.requests), posted, failure
 
 
