@@ -38,7 +38,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def fail(message: str) -> NoReturn:
-    click.echo(f"vmem: error: {message}", err=True)
+    from verified_memory.prompt import sanitize
+
+    click.echo(f"vmem: error: {sanitize(message)}", err=True)
     sys.exit(1)
 
 

@@ -17,6 +17,7 @@ from verified_memory.budget import Budget, time_budget
 from verified_memory.cli.render import Output
 from verified_memory.errors import CredentialsRejected
 from verified_memory.models import Decision, Verification
+from verified_memory.prompt import sanitize
 
 __all__ = ["Kind", "bounded", "not_checked_line"]
 
@@ -30,7 +31,7 @@ def bounded(out: Output, seconds: float | None) -> Iterator[Budget | None]:
     left unverified, and saying so in a context would not be enough)."""
 
     def notice(message: str) -> None:
-        out.err.print(f"vmem: {message}", markup=False, highlight=False)
+        out.err.print(f"vmem: {sanitize(message)}", markup=False, highlight=False)
 
     with time_budget(seconds, notice=notice) as budget:
         yield budget
@@ -49,4 +50,4 @@ def not_checked_line(verifications: Sequence[Verification], budget: Budget | Non
     n, total = len(unverified), len(verifications) if total is None else total
     return (f"vmem: {n} of {total} memor{'y' if total == 1 else 'ies'} could not be "
             f"verified (no verdict: {'it keeps its' if n == 1 else 'they keep their'} "
-            f"status): {why}")
+            f"status): {' '.join(sanitize(why).split())}")

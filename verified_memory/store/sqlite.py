@@ -73,6 +73,9 @@ __all__ = ["MIGRATIONS", "SQLiteStore", "fts_query"]
 
 _STATUSES = ", ".join(f"'{s.value}'" for s in Status)
 
+#: Seconds a write waits for another process's write lock before giving up.
+BUSY_TIMEOUT = 5.0
+
 #: (version, name, statements). Append only: never edit a migration that has shipped.
 MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (
@@ -244,9 +247,9 @@ def fts_query(query: str) -> str | None:
 class SQLiteStore(ClosingStore):
     """A ``MemoryStore`` in one SQLite file (``":memory:"`` for a throwaway one)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 5.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float | None = None) -> None:
         self.path = os.fspath(path)
-        self.timeout = timeout
+        self.timeout = BUSY_TIMEOUT if timeout is None else timeout
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = self._open()
 
