@@ -40,7 +40,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 def fail(message: str) -> NoReturn:
     from verified_memory.prompt import sanitize
 
-    click.echo(f"vmem: error: {sanitize(message)}", err=True)
+    one_line = " ".join(sanitize(message).split())  # a driver's message may span lines
+    click.echo(f"vmem: error: {one_line}", err=True)
     sys.exit(1)
 
 

@@ -30,10 +30,10 @@ def db() -> None:
 def migrate(ctx: click.Context, as_json: bool) -> None:
     """Bring the store's schema up to date (harmless to re-run). For Supabase, pass the
     project's direct postgresql:// connection string as --db."""
-    from verified_memory.config import Settings
+    from verified_memory.config import Settings, is_postgres_url
 
     url = _url(ctx) or Settings.from_env().database_url
-    if url.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(url):
         from verified_memory.store.migrate import migrate as apply_sql
 
         applied = apply_sql(url)
