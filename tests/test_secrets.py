@@ -26,7 +26,7 @@ from verified_memory.config import (
     secrets_of,
 )
 
-PASSWORD = "hunter2-Secret"  # noqa: S105 - a test value
+PASSWORD = "hunter2-Secret"  # a test value
 CLOSED_PORT = "1"  # nothing listens there: connecting fails at once
 
 
