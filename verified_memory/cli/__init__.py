@@ -177,16 +177,15 @@ def _memory_input(input_file: str | None, repo: str | None, env: Env,
                   flags: dict[str, Any], cites: tuple[str, ...]) -> NewMemory:
     if input_file is not None or (not flags.get("subject") and not cites
                                   and not sys.stdin.isatty()):
+        from verified_memory.limits import IMPORT_LINE_MAX, load_json, read_bounded
+
+        where = "stdin" if input_file in (None, "-") else input_file
         with click.open_file(input_file or "-", encoding="utf-8") as fh:
-            text = fh.read()
+            text = read_bounded(fh, IMPORT_LINE_MAX, f"the memory on {where}")
         if not text.strip():
             raise ValidationError("no memory given: pass --subject, --fact and --cite, "
                                   "or a JSON memory on stdin")
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"stdin is not valid JSON: {exc.msg} at line {exc.lineno} "
-                                  f"column {exc.colno}") from exc
+        data = load_json(text, where)
         if isinstance(data, dict) and "repo" not in data:
             data["repo"] = env.repo(repo)
         return NewMemory.parse(data)
@@ -494,12 +493,14 @@ def citations_check(repo_path: Path, ref: str, input_file: str, jobs: int | None
     """Check citations made at old commits against REF: one JSON line out per line in,
     {id, status, path, line_start, line_end, similarity} with the current place; a bad
     input line gets {id, error} and does not stop the run."""
+    from verified_memory.limits import CHECK_LINE_MAX, bounded_lines
     from verified_memory.sources.local_git import LocalGitSource
     from verified_memory.verify.bulk import check_citations, parse_jsonl, usable_cpus
 
     with LocalGitSource(repo_path) as source, click.open_file(input_file, encoding="utf-8") as fh:
-        for result in check_citations(source, parse_jsonl(fh), ref,
-                                      jobs=jobs or usable_cpus()):
+        lines = bounded_lines(fh, CHECK_LINE_MAX)  # an endless line is an error, not a hang
+        for result in check_citations(source, parse_jsonl(lines, max_line=CHECK_LINE_MAX),
+                                      ref, jobs=jobs or usable_cpus()):
             sys.stdout.write(json.dumps(result) + "\n")
 
 
