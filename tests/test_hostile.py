@@ -20,7 +20,6 @@ import io
 import json
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +147,8 @@ def test_hostile_memories_are_inert_in_the_context_and_the_hook(
         assert code == 0, err
         assert shown(markdown) == len(HOSTILE)  # all verified, all shown
         assert_inert(markdown, CONTEXT_HEADINGS)
-    assert "<U+202E>" in markdown and "<U+200B>" in markdown and "<U+E0069>" in markdown
+    for shown_as in ("<U+202E>", "<U+200B>", "<U+E0069>"):
+        assert shown_as in markdown
     code, out, _ = vmem(capsys, "context", "--hook", "claude-code", "--budget", "20000")
     assert code == 0
     hook = json.loads(out)
@@ -191,8 +191,8 @@ def mcp_text(result: CallToolResult) -> str:
 
 
 @pytest.fixture
-def server(repo: GitRepo, tmp_path: Path) -> Iterator[Any]:
-    yield build_server(lambda: MemoryService(SQLiteStore(tmp_path / "mcp.db"),
+def server(repo: GitRepo, tmp_path: Path) -> Any:
+    return build_server(lambda: MemoryService(SQLiteStore(tmp_path / "mcp.db"),
                                              LocalGitSource(repo.path)), default_repo=REPO)
 
 
@@ -295,7 +295,8 @@ def test_an_import_refuses_monsters_and_writes_nothing(
     target = f"sqlite:///{tmp_path / 'target.db'}"
     code, out, err = vmem(capsys, "--db", target, "db", "import", str(tmp_path / "in.jsonl"))
     assert code == 1
-    assert err.startswith("vmem: error: ") and message in err
+    assert err.startswith("vmem: error: ")
+    assert message in err
     assert err.count("\n") == 1
     code, out, _ = vmem(capsys, "--db", target, "stats", "--json")
     assert json.loads(out)["total"] == 0
@@ -307,7 +308,7 @@ def test_an_imported_hostile_memory_is_inert(repo: GitRepo, capsys: pytest.Captu
     lines = _export_with(capsys, monkeypatch, tmp_path)
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     target = f"sqlite:///{tmp_path / 'target.db'}"
-    code, out, err = vmem(capsys, "--db", target, "db", "import", str(tmp_path / "in.jsonl"))
+    code, _, err = vmem(capsys, "--db", target, "db", "import", str(tmp_path / "in.jsonl"))
     assert code == 0, err
     code, markdown, err = vmem(capsys, "--db", target, "context", "--budget", "20000")
     assert code == 0, err
