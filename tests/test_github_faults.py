@@ -19,20 +19,23 @@ truncated trees and a 404 for the ref. Each run must give
 
 from __future__ import annotations
 
-import random
-import re
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 import responses
 
-from tests.github_payloads import JSON, FakeGitHub, error_body, rate_headers
+from tests.github_payloads import (
+    SCENARIOS,
+    FakeClock,
+    FakeGitHub,
+    FaultyGitHub,
+    fault_error,
+    fault_share,
+)
 from verified_memory import budget as budgets
 from verified_memory.budget import time_budget
 from verified_memory.errors import CredentialsRejected, NotFound
@@ -43,7 +46,6 @@ from verified_memory.store.sqlite import SQLiteStore
 
 REPO = "octo/faults"
 TOKEN = "ghp_FaultSuiteTokenNeverPrinted0123456789"
-EPOCH = 1_900_000_000.0  # the fake wall clock's start (epoch seconds)
 VERIFY_LIMIT, CONTEXT_LIMIT = 60.0, 5.0
 
 
@@ -64,117 +66,6 @@ def _files(version: int) -> dict[str, str]:
         del files["pkg/mod10/code_10.py"]
         files["pkg/moved/renamed_11.py"] = files.pop("pkg/mod11/code_11.py")
     return files
-
-
-class FakeClock:
-    """Time that passes only when the code under test sleeps or a request times out."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return EPOCH + self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += max(seconds, 0.0)
-
-
-Fault = Callable[[Any, int], "tuple[int, dict[str, str], str] | Exception | None"]
-
-
-class FaultyGitHub:
-    """The fake GitHub behind a fault: ``fault(request, n)`` answers the n-th request
-    (a status, headers, body), raises for it (an exception), or lets it through (None)."""
-
-    def __init__(self, fake: FakeGitHub, clock: FakeClock, fault: Fault | None) -> None:
-        self.fake = fake
-        self.clock = clock
-        self.fault = fault
-        self.sent = 0
-        self.routes = [
-            (fake.pattern(regex), fake._serve(regex, handler)) for regex, handler in (
-                (r"/commits/(?P<ref>[^?]+)", fake._commit),
-                (r"/git/trees/(?P<sha>[0-9a-f]+)", fake._tree),
-                (r"/git/blobs/(?P<sha>[0-9a-f]+)", fake._blob),
-                (r"/compare/(?P<base>[^.?]+)\.\.\.(?P<head>[^?]+)", fake._compare),
-            )]
-
-    def install(self, rsps: responses.RequestsMock) -> None:
-        rsps.add_callback(responses.GET, re.compile(".*"), callback=self._answer,
-                          content_type=None)
-
-    def _answer(self, request: Any) -> tuple[int, dict[str, str], str]:
-        self.sent += 1
-        found = self.fault(request, self.sent) if self.fault else None
-        if isinstance(found, requests.exceptions.Timeout):
-            self.clock.sleep(float(request.req_kwargs.get("timeout") or 0))  # waited it out
-        if isinstance(found, Exception):
-            raise found
-        if found is not None:
-            return found
-        for pattern, serve in self.routes:
-            if pattern.match(request.url):
-                answer: tuple[int, dict[str, str], str] = serve(request)
-                return answer
-        return 404, {"Content-Type": JSON}, error_body("Not Found")
-
-
-def _error(status: int, message: str, **headers: str) -> tuple[int, dict[str, str], str]:
-    return status, {"Content-Type": JSON, **rate_headers(), **headers}, error_body(message)
-
-
-def _share(percent: int, seed: int = 15) -> Fault:
-    rng = random.Random(seed)
-    return lambda request, n: (_error(502, "Bad Gateway") if rng.random() < percent / 100
-                               else None)
-
-
-def _primary(reset_in: float, clock: FakeClock) -> Fault:
-    reset = EPOCH + reset_in
-
-    def fault(request: Any, n: int) -> tuple[int, dict[str, str], str] | None:
-        if clock.time() < reset:
-            return _error(403, "API rate limit exceeded for user ID 1.",
-                          **{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(reset))})
-        return None
-    return fault
-
-
-def _first(count: int, answer: Any) -> Fault:
-    return lambda request, n: answer if n <= count else None
-
-
-SECONDARY = ("You have exceeded a secondary rate limit. Please wait a few minutes before "
-             "you try again.")
-
-SCENARIOS: dict[str, Callable[[FakeClock], Fault | None]] = {
-    "no fault": lambda clock: None,
-    "5xx 10%": lambda clock: _share(10),
-    "5xx 50%": lambda clock: _share(50),
-    "5xx 100%": lambda clock: _share(100),
-    "primary limit, reset in 20 s": lambda clock: _primary(20, clock),
-    "primary limit, reset in an hour": lambda clock: _primary(3600, clock),
-    "429 with Retry-After": lambda clock: _first(
-        2, _error(429, "Too many", **{"Retry-After": "3"})),
-    "403 secondary with Retry-After": lambda clock: _first(
-        3, _error(403, SECONDARY, **{"Retry-After": "2"})),
-    "403 secondary without Retry-After": lambda clock: _first(1000, _error(403, SECONDARY)),
-    "429 without Retry-After": lambda clock: _first(1000, _error(429, "Too many requests")),
-    "timeouts": lambda clock: lambda request, n: requests.exceptions.ReadTimeout("read timed out"),
-    "some timeouts": lambda clock: lambda request, n: (
-        requests.exceptions.ConnectTimeout("connect timed out") if n % 3 == 1 else None),
-    "connection resets": lambda clock: lambda request, n: (
-        requests.exceptions.ConnectionError(ConnectionResetError(104, "reset by peer"))
-        if n % 2 == 0 else None),
-    "network down": lambda clock: lambda request, n: requests.exceptions.ConnectionError(
-        "Failed to resolve 'api.github.com'"),
-    "revoked token": lambda clock: lambda request, n: _error(401, "Bad credentials"),
-    "truncated trees": lambda clock: None,
-    "truncated trees and 5xx 50%": lambda clock: _share(50, seed=7),
-}
 
 
 @dataclass
@@ -334,7 +225,7 @@ def test_a_404_for_the_ref_is_an_error_that_changes_nothing(world: World, truth:
     shutil.copy(world.db, db)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
         faulty = FaultyGitHub(world.fake, clock, lambda request, n: (
-            _error(404, "Not Found") if "/commits/" in request.url else None))
+            fault_error(404, "Not Found") if "/commits/" in request.url else None))
         faulty.install(rsps)
         source = GitHubSource(REPO, TOKEN, cache_dir=tmp_path / "cache", sleep=clock.sleep,
                               clock=clock.time)
@@ -388,7 +279,7 @@ def test_cli_revoked_token_is_an_error_not_a_checked_context(
 ) -> None:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
         FaultyGitHub(world.fake, cli_world[0],
-                     lambda request, n: _error(401, "Bad credentials")).install(rsps)
+                     lambda request, n: fault_error(401, "Bad credentials")).install(rsps)
         for command in (["context", "--hook", "claude-code"], ["verify"]):
             code, out, err = _cli(capsys, *command, "--repo", REPO, "--ref", "main")
             assert code == 1
@@ -407,7 +298,7 @@ def test_cli_outage_says_what_was_not_checked_and_shows_its_waits(
 ) -> None:
     clock, _ = cli_world
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        FaultyGitHub(world.fake, clock, _share(100)).install(rsps)
+        FaultyGitHub(world.fake, clock, fault_share(100)).install(rsps)
         code, out, err = _cli(capsys, "context", "--repo", REPO, "--ref", "main")
         assert code == 0, err
         assert clock.now <= CONTEXT_LIMIT
