@@ -323,3 +323,68 @@ def test_cli_outage_says_what_was_not_checked_and_shows_its_waits(
                             "main")
         assert code == 0
         assert "this pass's 2 s time limit ran out" in err
+
+
+def test_cli_review_without_network_says_so_within_its_limit(
+        world: World, cli_world: tuple[FakeClock, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    clock, _ = cli_world
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        FaultyGitHub(world.fake, clock, SCENARIOS["network down"](clock)).install(rsps)
+        code, out, err = _cli(capsys, "review", "--repo", REPO, "--pr", "5")
+    assert code == 1
+    assert out == ""
+    lines = err.splitlines()
+    # Not silent: each wait is announced before it starts, then one error line.
+    assert [line.split(";")[1].split("(")[0].strip() for line in lines[:-1]] == [
+        "retrying in 1 s", "retrying in 2 s", "retrying in 4 s", "retrying in 8 s"]
+    assert lines[0].startswith("vmem: GitHub pull request #5 of octo/faults: connection "
+                               "failed (ConnectionError)")
+    assert lines[-1].startswith("vmem: error: GitHub could not be read (pull request #5 of "
+                                "octo/faults): connection failed (ConnectionError); gave up "
+                                "after 5 attempts")
+    assert clock.now == 15 <= VERIFY_LIMIT
+
+
+def test_mcp_revoked_token_is_a_tool_error_and_an_outage_answers_in_time(
+        world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    import mcp
+    from mcp.types import TextContent
+
+    from verified_memory.mcp_server import build_server
+
+    clock = FakeClock()
+    monkeypatch.setattr(budgets, "monotonic", clock.monotonic)
+    db = tmp_path / "mcp.db"
+    shutil.copy(world.db, db)
+    world.fake.truncate_over = None
+
+    def answer(fault: Any) -> tuple[bool, str, Any]:
+        server = build_server(lambda: MemoryService(SQLiteStore(db), GitHubSource(
+            REPO, TOKEN, cache_dir=tmp_path / "cache", sleep=clock.sleep, clock=clock.time)),
+            default_repo=REPO)
+
+        async def go() -> Any:
+            async with mcp.Client(server) as client:
+                return await client.call_tool("memory_get_recent", {"ref": "main"})
+
+        with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+            FaultyGitHub(world.fake, clock, fault).install(rsps)
+            result = asyncio.run(go())
+        content = result.content[0]
+        assert isinstance(content, TextContent)
+        return bool(result.is_error), content.text, result.structured_content
+
+    failed, message, _ = answer(lambda request, n: fault_error(401, "Bad credentials"))
+    assert failed
+    assert ("code unavailable (no verdict on any memory): GitHub rejected the credentials "
+            "(401 Bad credentials)") in message
+    clock.now = 0.0
+    failed, text, data = answer(fault_share(100))
+    assert not failed
+    assert clock.now <= CONTEXT_LIMIT
+    assert data["verified"] == []
+    assert len(data["not_verified"]) == len(world.ids)
+    assert "12 more could not be checked" in text
