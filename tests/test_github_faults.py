@@ -36,6 +36,7 @@ from tests.github_payloads import (
     fault_error,
     fault_share,
 )
+from tests.test_cli import vmem
 from verified_memory import budget as budgets
 from verified_memory.budget import time_budget
 from verified_memory.errors import CredentialsRejected, NotFound
@@ -265,15 +266,6 @@ def cli_world(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     return clock, db
 
 
-def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    from verified_memory.cli import main
-
-    with pytest.raises(SystemExit) as done:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
-
-
 def test_cli_revoked_token_is_an_error_not_a_checked_context(
         world: World, cli_world: tuple[FakeClock, Path], capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -281,7 +273,7 @@ def test_cli_revoked_token_is_an_error_not_a_checked_context(
         FaultyGitHub(world.fake, cli_world[0],
                      lambda request, n: fault_error(401, "Bad credentials")).install(rsps)
         for command in (["context", "--hook", "claude-code"], ["verify"]):
-            code, out, err = _cli(capsys, *command, "--repo", REPO, "--ref", "main")
+            code, out, err = vmem(capsys, *command, "--repo", REPO, "--ref", "main")
             assert code == 1
             assert out == ""  # no context that could read as checked
             assert err.startswith("vmem: error: GitHub rejected the credentials (401 Bad "
@@ -299,7 +291,7 @@ def test_cli_outage_says_what_was_not_checked_and_shows_its_waits(
     clock, _ = cli_world
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
         FaultyGitHub(world.fake, clock, fault_share(100)).install(rsps)
-        code, out, err = _cli(capsys, "context", "--repo", REPO, "--ref", "main")
+        code, out, err = vmem(capsys, "context", "--repo", REPO, "--ref", "main")
         assert code == 0, err
         assert clock.now <= CONTEXT_LIMIT
         assert "0 memories checked against the code at `main` just now; 12 more could not " \
@@ -311,7 +303,7 @@ def test_cli_outage_says_what_was_not_checked_and_shows_its_waits(
                                     "verdict: they keep their status): not checked:")
         assert "Traceback" not in err
         clock.now = 0.0
-        code, out, err = _cli(capsys, "verify", "--repo", REPO, "--ref", "main")
+        code, out, err = vmem(capsys, "verify", "--repo", REPO, "--ref", "main")
         assert code == 0, err
         assert clock.now <= VERIFY_LIMIT
         assert "0 hold, 0 invalidated, 12 could not be verified" in out
@@ -319,7 +311,7 @@ def test_cli_outage_says_what_was_not_checked_and_shows_its_waits(
             "vmem: 12 of 12 memories could not be verified (no verdict: they keep their "
             "status): GitHub could not be read (ref 'main' of octo/faults): 502 Bad Gateway; "
             "gave up after 5 attempts")
-        code, _, err = _cli(capsys, "--time-limit", "2", "verify", "--repo", REPO, "--ref",
+        code, _, err = vmem(capsys, "--time-limit", "2", "verify", "--repo", REPO, "--ref",
                             "main")
         assert code == 0
         assert "this pass's 2 s time limit ran out" in err
@@ -331,7 +323,7 @@ def test_cli_review_without_network_says_so_within_its_limit(
     clock, _ = cli_world
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
         FaultyGitHub(world.fake, clock, SCENARIOS["network down"](clock)).install(rsps)
-        code, out, err = _cli(capsys, "review", "--repo", REPO, "--pr", "5")
+        code, out, err = vmem(capsys, "review", "--repo", REPO, "--pr", "5")
     assert code == 1
     assert out == ""
     lines = err.splitlines()

@@ -16,10 +16,8 @@ end) are refused with one clear line wherever they come in, and nothing is writt
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +28,7 @@ from markdown_it.token import Token
 from mcp.types import CallToolResult, TextContent
 
 from tests.gitrepo import GitRepo
-from verified_memory.cli import main
+from tests.test_cli import vmem
 from verified_memory.mcp_server import build_server
 from verified_memory.service import MemoryService
 from verified_memory.sources.local_git import LocalGitSource
@@ -69,17 +67,6 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
     monkeypatch.chdir(repo.path)
     monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'm.db'}")
     return repo
-
-
-def vmem(capsys: pytest.CaptureFixture[str], *args: str, stdin: str | None = None,
-         monkeypatch: pytest.MonkeyPatch | None = None) -> tuple[int, str, str]:
-    if stdin is not None:
-        assert monkeypatch is not None
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    with pytest.raises(SystemExit) as done:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
 
 
 def as_input(memory: dict[str, Any], **more: Any) -> str:

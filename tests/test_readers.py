@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.gitrepo import GitRepo
-from verified_memory.cli import main
+from tests.test_cli import vmem
 from verified_memory.store import sqlite as sqlite_module
 
 PAGE = "export default function Page({ params }) {\n  return params.slug;\n}\n"
@@ -34,13 +34,6 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
     monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'm.db'}")
     monkeypatch.setenv("COLUMNS", "300")  # tables wide enough not to fold a cell
     return repo
-
-
-def vmem(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as done:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
 
 
 def stored(capsys: pytest.CaptureFixture[str]) -> str:

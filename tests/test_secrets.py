@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from verified_memory.cli import main
+from tests.test_cli import vmem
 from verified_memory.config import (
     Settings,
     conninfo_pairs,
@@ -65,13 +65,6 @@ def test_libpq_strings_are_recognised(text: str, postgres: bool) -> None:
 def test_secrets_include_decoded_forms() -> None:
     assert secrets_of("postgresql://me:p%40ssword@db/app") == ["p%40ssword", "p@ssword"]
     assert secrets_of("host=db password='it\\'s mine'") == ["'it\\'s mine'", "it's mine"]
-
-
-def vmem(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as done:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
 
 
 @pytest.mark.parametrize("url", [
