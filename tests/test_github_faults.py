@@ -380,3 +380,21 @@ def test_mcp_revoked_token_is_a_tool_error_and_an_outage_answers_in_time(
     assert data["verified"] == []
     assert len(data["not_verified"]) == len(world.ids)
     assert "12 more could not be checked" in text
+
+
+def test_a_request_gets_only_the_time_left_in_the_pass(world: World, tmp_path: Path) -> None:
+    clock = FakeClock()
+    timeouts: list[float] = []
+
+    def record(request: Any, n: int) -> None:
+        timeouts.append(request.req_kwargs["timeout"])
+
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        FaultyGitHub(world.fake, clock, record).install(rsps)
+        source = GitHubSource(REPO, TOKEN, cache_dir=tmp_path / "cache", sleep=clock.sleep,
+                              clock=clock.time, timeout=30)
+        with time_budget(5, clock=clock.monotonic):
+            clock.now = 3.5
+            commit = source.resolve("main")
+        source.tree(commit)  # after the pass: the client's own timeout again
+    assert timeouts == [1.5, 30]

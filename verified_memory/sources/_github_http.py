@@ -325,18 +325,19 @@ class GitHubHttp:
 
         PyGithub sets a timeout per client, not per request; its connection object
         (created on first use, then kept) holds it, so that is where it is changed."""
-        budget = budgets.current()
+        try:
+            connection = getattr(self._requester, "_Requester__createConnection")()  # noqa: B009
+        except (AttributeError, TypeError):  # another PyGithub: its own timeout stays
+            log.debug("cannot bound the request timeout of this PyGithub version")
+            return
+        if self.timeout is None:  # the client's own, remembered before any change
+            self.timeout = connection.timeout
         timeout = self.timeout
+        budget = budgets.current()
         if budget is not None:
             left = max(budget.remaining(), 0.05)
             timeout = left if timeout is None else min(timeout, left)
-        if timeout is None:
-            return
-        try:
-            connection = getattr(self._requester, "_Requester__createConnection")()  # noqa: B009
-            connection.timeout = timeout
-        except (AttributeError, TypeError):  # another PyGithub: its own timeout stays
-            log.debug("cannot bound the request timeout of this PyGithub version")
+        connection.timeout = timeout
 
     def _note_rate_limit(self, reply: Reply) -> None:
         if reply.status != 304:
