@@ -465,6 +465,9 @@ SCENARIOS: dict[str, Callable[[FakeClock], Fault | None]] = {
     "network down": lambda clock: lambda request, n: requests.exceptions.ConnectionError(
         "Failed to resolve 'api.github.com'"),
     "revoked token": lambda clock: lambda request, n: fault_error(401, "Bad credentials"),
+    "tree answered with garbage": lambda clock: lambda request, n: (
+        (200, {"Content-Type": JSON, **rate_headers()}, "<html>proxy error</html>")
+        if "/git/trees/" in request.url else None),
     "truncated trees": lambda clock: None,
     "truncated trees and 5xx 50%": lambda clock: fault_share(50, seed=7),
 }
