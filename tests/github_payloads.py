@@ -8,7 +8,11 @@ every answer, ETags and ``304 Not Modified``, and error bodies shaped
 sha is the sha1 of its git tree object), so ``git_blob_sha`` checks hold.
 
 PyGithub builds URLs as ``https://api.github.com:443/...``: ``API`` includes the port.
-Used by ``tests/test_github_source.py`` and ``benchmarks/github_requests.py``.
+``FaultyGitHub`` puts a fault in front of a ``FakeGitHub`` and ``SCENARIOS`` names every
+fault the suite injects, on a ``FakeClock`` that sleeps and timeouts advance.
+
+Used by ``tests/test_github_source.py``, ``tests/test_github_faults.py`` and the
+``benchmarks/github_requests.py`` and ``benchmarks/github_faults.py`` scripts.
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import random
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
+import requests
 import responses
 
 API = "https://api.github.com:443"
@@ -376,3 +382,122 @@ class FakeGitHub:
                 "name": args["path"].rpartition("/")[2], "path": args["path"],
                 "content": b64_lines(data), "sha": entry.sha}
         return 200, {"Content-Type": JSON}, json.dumps(body)
+
+
+# --------------------------------------------------------------------------- faults
+
+EPOCH = 1_900_000_000.0  # the fake wall clock's start (epoch seconds)
+
+
+class FakeClock:
+    """Time that passes only when the code under test sleeps or a request times out."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return EPOCH + self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(seconds, 0.0)
+
+
+Fault = Callable[[Any, int], "tuple[int, dict[str, str], str] | Exception | None"]
+
+
+class FaultyGitHub:
+    """The fake GitHub behind a fault: ``fault(request, n)`` answers the n-th request
+    (a status, headers, body), raises for it (an exception), or lets it through (None)."""
+
+    def __init__(self, fake: FakeGitHub, clock: FakeClock, fault: Fault | None) -> None:
+        self.fake = fake
+        self.clock = clock
+        self.fault = fault
+        self.sent = 0
+        self.routes = [
+            (fake.pattern(regex), fake._serve(regex, handler)) for regex, handler in (
+                (r"/commits/(?P<ref>[^?]+)", fake._commit),
+                (r"/git/trees/(?P<sha>[0-9a-f]+)", fake._tree),
+                (r"/git/blobs/(?P<sha>[0-9a-f]+)", fake._blob),
+                (r"/compare/(?P<base>[^.?]+)\.\.\.(?P<head>[^?]+)", fake._compare),
+            )]
+
+    def install(self, rsps: responses.RequestsMock) -> None:
+        rsps.add_callback(responses.GET, re.compile(".*"), callback=self._answer,
+                          content_type=None)
+
+    def _answer(self, request: Any) -> tuple[int, dict[str, str], str]:
+        self.sent += 1
+        found = self.fault(request, self.sent) if self.fault else None
+        if isinstance(found, requests.exceptions.Timeout):
+            self.clock.sleep(float(request.req_kwargs.get("timeout") or 0))  # waited it out
+        if isinstance(found, Exception):
+            raise found
+        if found is not None:
+            return found
+        for pattern, serve in self.routes:
+            if pattern.match(request.url):
+                answer: tuple[int, dict[str, str], str] = serve(request)
+                return answer
+        return 404, {"Content-Type": JSON}, error_body("Not Found")
+
+
+def fault_error(status: int, message: str, **headers: str) -> tuple[int, dict[str, str], str]:
+    return status, {"Content-Type": JSON, **rate_headers(), **headers}, error_body(message)
+
+
+def fault_share(percent: int, seed: int = 15) -> Fault:
+    rng = random.Random(seed)
+    return lambda request, n: (fault_error(502, "Bad Gateway") if rng.random() < percent / 100
+                               else None)
+
+
+def _primary(reset_in: float, clock: FakeClock) -> Fault:
+    reset = EPOCH + reset_in
+
+    def fault(request: Any, n: int) -> tuple[int, dict[str, str], str] | None:
+        if clock.time() < reset:
+            return fault_error(403, "API rate limit exceeded for user ID 1.",
+                          **{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(reset))})
+        return None
+    return fault
+
+
+def _first(count: int, answer: Any) -> Fault:
+    return lambda request, n: answer if n <= count else None
+
+
+SECONDARY = ("You have exceeded a secondary rate limit. Please wait a few minutes before "
+             "you try again.")
+
+SCENARIOS: dict[str, Callable[[FakeClock], Fault | None]] = {
+    "no fault": lambda clock: None,
+    "5xx 10%": lambda clock: fault_share(10),
+    "5xx 50%": lambda clock: fault_share(50),
+    "5xx 100%": lambda clock: fault_share(100),
+    "primary limit, reset in 20 s": lambda clock: _primary(20, clock),
+    "primary limit, reset in an hour": lambda clock: _primary(3600, clock),
+    "429 with Retry-After": lambda clock: _first(
+        2, fault_error(429, "Too many", **{"Retry-After": "3"})),
+    "403 secondary with Retry-After": lambda clock: _first(
+        3, fault_error(403, SECONDARY, **{"Retry-After": "2"})),
+    "403 secondary without Retry-After": lambda clock: _first(1000, fault_error(403, SECONDARY)),
+    "429 without Retry-After": lambda clock: _first(1000, fault_error(429, "Too many requests")),
+    "timeouts": lambda clock: lambda request, n: requests.exceptions.ReadTimeout("read timed out"),
+    "some timeouts": lambda clock: lambda request, n: (
+        requests.exceptions.ConnectTimeout("connect timed out") if n % 3 == 1 else None),
+    "connection resets": lambda clock: lambda request, n: (
+        requests.exceptions.ConnectionError(ConnectionResetError(104, "reset by peer"))
+        if n % 2 == 0 else None),
+    "network down": lambda clock: lambda request, n: requests.exceptions.ConnectionError(
+        "Failed to resolve 'api.github.com'"),
+    "revoked token": lambda clock: lambda request, n: fault_error(401, "Bad credentials"),
+    "tree answered with garbage": lambda clock: lambda request, n: (
+        (200, {"Content-Type": JSON, **rate_headers()}, "<html>proxy error</html>")
+        if "/git/trees/" in request.url else None),
+    "truncated trees": lambda clock: None,
+    "truncated trees and 5xx 50%": lambda clock: fault_share(50, seed=7),
+}

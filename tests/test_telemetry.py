@@ -151,15 +151,17 @@ def test_a_failed_background_write_is_logged_and_kept(db: Path,
         assert retrieved(db) == 1
 
 
-def test_a_closed_store_does_not_stop_the_service_closing(db: Path) -> None:
+def test_a_closed_store_does_not_stop_the_service_closing(
+        db: Path, caplog: pytest.LogCaptureFixture) -> None:
     store = SQLiteStore(db)
     service = MemoryService(store)
     service.get_recent(REPO)
     store.close()
 
-    with pytest.raises(StoreError, match="closed"):
-        service.close()
+    service.close()  # the read answered already: its retrieved events are not worth a failure
     assert len(service.telemetry) == 0
+    assert "retrieved event" in caplog.text
+    assert "closed" in caplog.text
 
 
 def mem_event(store: SQLiteStore) -> TelemetryEvent:

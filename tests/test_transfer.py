@@ -119,7 +119,7 @@ def test_the_file_is_one_typed_json_object_per_line(sqlite: SQLiteStore) -> None
     assert [line["type"] for line in lines[1:]].count("memory") == len(_memories())
     assert [line["type"] for line in lines[1:]].count("event") == len(_events())
     assert counts.to_dict() == {"memories": len(_memories()), "events": len(_events()),
-                                "skipped": 0, "repos": list(REPOS)}
+                                "skipped": 0, "skipped_events": 0, "repos": list(REPOS)}
     memory = next(line for line in lines if line["type"] == "memory")
     assert memory["citations"][0]["line_hashes"][0] == "ffffffffffffffff"
 
@@ -131,8 +131,7 @@ def test_sqlite_to_memory_and_back_is_lossless(sqlite: SQLiteStore) -> None:
     counts = import_jsonl(target, io.StringIO(exported))
     assert (counts.memories, counts.events, counts.skipped) == (len(_memories()),
                                                                 len(_events()), 0)
-    assert _snapshot(target) == _snapshot(sqlite)
-    assert _body(_export(target)) == _body(exported)
+    assert _snapshot(target) == _snapshot(sqlite)  # event ids, surrogate keys, may differ
 
 
 def test_only_the_repositories_asked_for_are_exported(sqlite: SQLiteStore) -> None:
@@ -148,7 +147,22 @@ def test_reimporting_skips_memories_already_there(sqlite: SQLiteStore) -> None:
     import_jsonl(target, io.StringIO(exported))
     again = import_jsonl(target, io.StringIO(exported))
     assert (again.memories, again.skipped) == (0, len(_memories()))
-    assert again.events == len(_events())  # events have no identity: appended again
+    assert (again.events, again.skipped_events) == (0, len(_events()))
+    assert _snapshot(target) == _snapshot(sqlite)  # importing twice changed nothing
+
+
+def test_a_rerun_completes_an_import_cut_short(sqlite: SQLiteStore) -> None:
+    _fill(sqlite)
+    exported = _export(sqlite)
+    lines = exported.splitlines(keepends=True)
+    events = [i for i, line in enumerate(lines) if '"type":"event"' in line]
+    target = InMemoryStore()
+    # As if killed after the memories and half of the events were written.
+    import_jsonl(target, io.StringIO("".join(lines[:events[len(events) // 2]])))
+    rest = import_jsonl(target, io.StringIO(exported))
+    assert rest.memories == 0
+    assert rest.events == len(_events()) - len(events) // 2
+    assert _snapshot(target) == _snapshot(sqlite)  # event ids, surrogate keys, may differ
 
 
 @pytest.mark.parametrize(("text", "words"), [

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from verified_memory.budget import time_budget
 from verified_memory.errors import (
+    BudgetSpent,
     Conflict,
+    CredentialsRejected,
     MissingDependency,
     NotFound,
+    SourceDown,
     SourceUnavailable,
     StoreError,
     ValidationError,
@@ -55,12 +59,14 @@ except PackageNotFoundError:  # running from a checkout without installing
     __version__ = "0.0.0"
 
 __all__ = [
+    "BudgetSpent",
     "Citation",
     "CitationCheck",
     "CitationRef",
     "CodeSource",
     "Conflict",
     "Context",
+    "CredentialsRejected",
     "Decision",
     "DictSource",
     "EventKind",
@@ -75,6 +81,7 @@ __all__ = [
     "Outcome",
     "RepoStats",
     "SQLiteStore",
+    "SourceDown",
     "SourceUnavailable",
     "Status",
     "StoreError",
@@ -86,4 +93,5 @@ __all__ = [
     "WorktreeSource",
     "__version__",
     "open_store",
+    "time_budget",
 ]

@@ -9,18 +9,32 @@
 - ``VMEM_TRUTH_REF``: the branch that is every repository's main line (default: each
   repository's default branch; ``git config vmem.truthRef`` sets it per working copy).
   Only a verification at its tip changes what is stored (the ref rule).
+- ``VMEM_CONTEXT_TIME_LIMIT`` (default 5) and ``VMEM_VERIFY_TIME_LIMIT`` (default 60):
+  the seconds one verification pass may spend reading code, for ``vmem context`` and the
+  MCP tools, and for ``vmem verify``, the review bot and the other commands
+  (``verified_memory.budget``); what is left when time runs out is ``unverifiable``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, unquote_plus, urlsplit
 
-__all__ = ["Settings", "default_database_url"]
+from verified_memory.errors import ValidationError
+
+__all__ = ["CONTEXT_TIME_LIMIT", "VERIFY_TIME_LIMIT", "Settings", "conninfo_pairs",
+           "default_database_url", "is_postgres_url", "redact", "scrub", "secrets_of",
+           "time_limit"]
 
 APP_NAME = "verified-memory"
+#: Seconds a pass may spend reading code: session start and agent tools must answer
+#: fast; a verification or a review may take longer, but not forever.
+CONTEXT_TIME_LIMIT = 5.0
+VERIFY_TIME_LIMIT = 60.0
 
 
 def default_database_url() -> str:
@@ -39,6 +53,8 @@ class Settings:
     github_token: str | None = None
     github_api_url: str | None = None  # GitHub Enterprise: https://HOST/api/v3
     truth_ref: str | None = None  # the main line of every repository (default: detected)
+    context_time_limit: float = CONTEXT_TIME_LIMIT
+    verify_time_limit: float = VERIFY_TIME_LIMIT
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -51,18 +67,123 @@ class Settings:
             github_token=env.get("GITHUB_TOKEN") or None,
             github_api_url=env.get("GITHUB_API_URL") or None,
             truth_ref=(env.get("VMEM_TRUTH_REF") or "").strip() or None,
+            context_time_limit=time_limit(env.get("VMEM_CONTEXT_TIME_LIMIT"),
+                                          "VMEM_CONTEXT_TIME_LIMIT", CONTEXT_TIME_LIMIT),
+            verify_time_limit=time_limit(env.get("VMEM_VERIFY_TIME_LIMIT"),
+                                         "VMEM_VERIFY_TIME_LIMIT", VERIFY_TIME_LIMIT),
         )
 
     def __repr__(self) -> str:  # never print secrets
         return f"Settings(database_url={_redact(self.database_url)!r}, actor={self.actor!r})"
 
 
-def _redact(url: str) -> str:
-    """Hide a password in a database URL (``postgresql://user:***@host/db``)."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
+# --------------------------------------------------------------------------- secrets
+
+#: libpq's connection keywords (``host=db password=...``); a string made only of
+#: ``keyword=value`` pairs with these keywords is a Postgres connection string.
+_LIBPQ_KEYWORDS = frozenset({
+    "host", "hostaddr", "port", "dbname", "user", "password", "passfile",
+    "require_auth", "channel_binding", "connect_timeout", "client_encoding", "options",
+    "application_name", "fallback_application_name", "keepalives", "keepalives_idle",
+    "keepalives_interval", "keepalives_count", "tcp_user_timeout", "replication",
+    "gssencmode", "sslmode", "sslnegotiation", "requiressl", "sslcompression", "sslcert",
+    "sslkey", "sslpassword", "sslcertmode", "sslrootcert", "sslcrl", "sslcrldir", "sslsni",
+    "requirepeer", "ssl_min_protocol_version", "ssl_max_protocol_version", "krbsrvname",
+    "gsslib", "gssdelegation", "service", "target_session_attrs", "load_balance_hosts",
+})
+_PAIR = re.compile(r"\s*([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']+)\s*")
+
+
+def _secret_key(key: str) -> bool:
+    key = key.lower()
+    return any(word in key for word in ("pass", "secret", "token", "apikey", "api_key"))
+
+
+def conninfo_pairs(text: str) -> list[tuple[str, str]] | None:
+    """The ``(keyword, raw value)`` pairs of a libpq keyword/value connection string
+    (``host=db dbname=app password='s 3'``), or None when ``text`` is not one."""
+    pairs: list[tuple[str, str]] = []
+    position = 0
+    while position < len(text):
+        match = _PAIR.match(text, position)
+        if match is None or match.group(1).lower() not in _LIBPQ_KEYWORDS:
+            return None
+        pairs.append((match.group(1), match.group(2)))
+        position = match.end()
+    return pairs or None
+
+
+def is_postgres_url(url: str) -> bool:
+    """A ``postgresql://`` / ``postgres://`` URL, or a libpq keyword/value string."""
+    return url.startswith(("postgresql://", "postgres://")) or conninfo_pairs(url) is not None
+
+
+def redact(url: str) -> str:
+    """A database URL or libpq string with every credential hidden: the password of
+    ``user:password@``, and any parameter that names a password, secret or token
+    (``?password=``, ``sslpassword=``), as ``***``."""
+    pairs = conninfo_pairs(url)
+    if pairs is not None:
+        return " ".join(f"{k}={'***' if _secret_key(k) else v}" for k, v in pairs)
+    if "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    rest, hash_, fragment = rest.partition("#")
+    rest, mark, query = rest.partition("?")
+    netloc, slash, path = rest.partition("/")
+    if "@" in netloc:
+        creds, host = netloc.rsplit("@", 1)
         if ":" in creds:
             creds = creds.split(":", 1)[0] + ":***"
-        return f"{scheme}://{creds}@{host}"
-    return url
+        netloc = f"{creds}@{host}"
+    query = "&".join(
+        f"{key}={'***' if _secret_key(unquote_plus(key)) else value}" if sep else key
+        for key, sep, value in (item.partition("=") for item in query.split("&"))
+    )
+    return f"{scheme}://{netloc}{slash}{path}{mark}{query}{hash_}{fragment}"
+
+
+def secrets_of(url: str) -> list[str]:
+    """Every credential in a database URL or libpq string (raw and decoded), for
+    scrubbing messages that may echo one."""
+    found: list[str] = []
+    pairs = conninfo_pairs(url)
+    if pairs is not None:
+        for key, value in pairs:
+            if _secret_key(key):
+                found += [value, value.strip("'").replace("\\'", "'").replace("\\\\", "\\")]
+    elif "://" in url:
+        parts = urlsplit(url)
+        if "@" in parts.netloc and ":" in parts.netloc.rsplit("@", 1)[0]:
+            password = parts.netloc.rsplit("@", 1)[0].split(":", 1)[1]
+            found += [password, unquote(password)]
+        for key, _, value in (item.partition("=") for item in parts.query.split("&")):
+            if value and _secret_key(unquote_plus(key)):
+                found += [value, unquote_plus(value)]
+    # Longest first (a decoded form may be inside a raw one); a secret of one or two
+    # characters would blank out half a message and hardly leaks anything.
+    return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` with the URL's credentials replaced by ``***``."""
+    for secret in secrets_of(url):
+        text = text.replace(secret, "***")
+    return text
+
+
+_redact = redact  # the name the stores import
+
+
+def time_limit(value: str | float | None, where: str, default: float) -> float:
+    """Seconds from a setting: a number above 0 and at most a day (``default`` if unset)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds <= 86_400:
+        raise ValidationError(f"{where} must be a number of seconds above 0 and at most "
+                              f"86400, got {value!r}")
+    return seconds

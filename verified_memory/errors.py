@@ -9,7 +9,12 @@ Every error this package raises derives from one root, so a caller can catch
     ├── Conflict               a mutation lost a race or its precondition (e.g. the
     │                          memory to supersede is no longer active)
     ├── SourceUnavailable      the code could not be read (network, auth, rate limit,
-    │                          a broken git process): never a verdict on a memory
+    │   │                      a broken git process): never a verdict on a memory
+    │   ├── SourceDown         the whole source is out for now (retries exhausted, a
+    │   │   │                  rate limit far from its reset): the rest of a pass is
+    │   │   │                  not tried
+    │   │   └── CredentialsRejected  the token is missing, invalid, expired or revoked
+    │   └── BudgetSpent        the pass's time limit ran out before this was read
     ├── StoreError             the memory store failed (locked, corrupt, unreachable)
     └── MissingDependency      an optional extra is not installed (also an ImportError)
 
@@ -20,9 +25,12 @@ with ``raise ... from exc`` at the layer that meets them; none reaches a caller 
 from __future__ import annotations
 
 __all__ = [
+    "BudgetSpent",
     "Conflict",
+    "CredentialsRejected",
     "MissingDependency",
     "NotFound",
+    "SourceDown",
     "SourceUnavailable",
     "StoreError",
     "ValidationError",
@@ -48,6 +56,27 @@ class Conflict(VerifiedMemoryError):
 
 class SourceUnavailable(VerifiedMemoryError):
     """The code could not be read; this says nothing about whether a memory holds."""
+
+
+class SourceDown(SourceUnavailable):
+    """The source as a whole cannot be read for now (it failed every retry, or a rate
+    limit holds until ``retry_at``, an epoch time): further reads in the same pass
+    would fail too, so they are not tried."""
+
+    def __init__(self, message: str, *, retry_at: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_at = retry_at
+
+
+class CredentialsRejected(SourceDown):
+    """The source refused the credentials (missing, invalid, expired or revoked): no
+    read succeeds until they are fixed, so this is an error to report, not only an
+    absence of verdicts."""
+
+
+class BudgetSpent(SourceUnavailable):
+    """The time budget of a verification pass ran out before this read: the code was
+    not checked, which says nothing about whether a memory holds."""
 
 
 class StoreError(VerifiedMemoryError):

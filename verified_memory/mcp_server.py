@@ -26,10 +26,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+from typing import Annotated, Any, Literal, ParamSpec, TypeVar, cast
 
+from verified_memory.budget import time_budget
+from verified_memory.config import CONTEXT_TIME_LIMIT
 from verified_memory.errors import (
     Conflict,
+    CredentialsRejected,
     MissingDependency,
     NotFound,
     SourceUnavailable,
@@ -38,7 +41,7 @@ from verified_memory.errors import (
     VerifiedMemoryError,
 )
 from verified_memory.models import CitationCheck, Location, Memory, Outcome, Verification
-from verified_memory.prompt import DEFAULT_BUDGET, MIN_BUDGET
+from verified_memory.prompt import DEFAULT_BUDGET, MIN_BUDGET, reveal, sanitize
 from verified_memory.service import MemoryService
 
 try:
@@ -83,9 +86,11 @@ class _Run:
     """One service per server run, opened on first use (so a store that cannot be
     opened is a tool error the agent can read, not a server that never starts)."""
 
-    def __init__(self, factory: ServiceFactory, default_repo: str | Callable[[], str] | None):
+    def __init__(self, factory: ServiceFactory, default_repo: str | Callable[[], str] | None,
+                 time_limit: float | None = CONTEXT_TIME_LIMIT):
         self._factory = factory
         self._default_repo = default_repo
+        self.time_limit = time_limit  # seconds one tool call may spend reading code
         self._service: MemoryService | None = None
         self._lock = threading.Lock()
 
@@ -125,17 +130,37 @@ _KINDS: tuple[tuple[type[VerifiedMemoryError], str], ...] = (
 
 
 def _errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Our errors become tool errors whose message the agent can act on."""
+    """Our errors become tool errors whose message the agent can act on.
+
+    Each call is one pass under the server's time limit (``verified_memory.budget``):
+    what it had no time to read is ``unverifiable``, and rejected credentials are an
+    error, never an answer that looks checked. Stored text in the answer has its
+    invisible characters shown as ``<U+...>`` (``prompt.reveal``)."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        ctx = kwargs.get("ctx") or next((a for a in args if isinstance(a, Context)), None)
+        seconds = _run(ctx).time_limit if isinstance(ctx, Context) else CONTEXT_TIME_LIMIT
         try:
-            return fn(*args, **kwargs)
+            with time_budget(seconds) as budget:
+                result = fn(*args, **kwargs)
+            if budget is not None and isinstance(budget.down, CredentialsRejected):
+                raise budget.down
         except VerifiedMemoryError as exc:
             kind = next((k for cls, k in _KINDS if isinstance(exc, cls)), "error")
-            raise ToolError(f"{kind}: {exc}") from exc
+            raise ToolError(sanitize(f"{kind}: {exc}")) from exc
+        return _revealed(result)
 
     return wrapper
+
+
+def _revealed(result: R) -> R:
+    if isinstance(result, CallToolResult):
+        return result.model_copy(update={
+            "content": [TextContent(type="text", text=sanitize(c.text))
+                        if isinstance(c, TextContent) else c for c in result.content],
+            "structured_content": reveal(result.structured_content)})
+    return cast(R, reveal(result))
 
 
 def _run(ctx: ToolContext) -> _Run:
@@ -320,16 +345,18 @@ def _counts(checks: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def build_server(service_factory: ServiceFactory, *,
-                 default_repo: str | Callable[[], str] | None = None) -> MCPServer[_Run]:
+                 default_repo: str | Callable[[], str] | None = None,
+                 time_limit: float | None = CONTEXT_TIME_LIMIT) -> MCPServer[_Run]:
     """The MCP server over the services ``service_factory`` makes.
 
     ``default_repo`` ('owner/name', or a callable returning it) is used when a tool call
-    names no repository."""
+    names no repository. ``time_limit``: the seconds one tool call may spend reading
+    code (None: no limit)."""
     from verified_memory import __version__
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[_Run]) -> AsyncIterator[_Run]:
-        run = _Run(service_factory, default_repo)
+        run = _Run(service_factory, default_repo, time_limit)
         try:
             yield run
         finally:
@@ -625,10 +652,13 @@ def _add_prompts(server: MCPServer[_Run]) -> None:
                          hydration: str = "summary") -> str:
         try:
             run = _run(ctx)
-            context = run.service().context(run.repo(repo or None), query=query or None,
-                                            hydration=hydration)
+            with time_budget(run.time_limit) as budget:
+                context = run.service().context(run.repo(repo or None), query=query or None,
+                                                hydration=hydration)
+            if budget is not None and isinstance(budget.down, CredentialsRejected):
+                raise budget.down
         except VerifiedMemoryError as exc:
-            raise ValueError(str(exc)) from exc
+            raise ValueError(sanitize(str(exc))) from exc
         return context.markdown
 
 

@@ -46,8 +46,11 @@ __all__ = [
 ]
 
 SUBJECT_MAX = 200
-FACT_MAX = 20_000
+FACT_MAX = 20_000  # also the limit of a reason
 CITATIONS_MAX = 50
+CITATION_LINES_MAX = 2_000  # lines one citation of a memory may span
+TAGS_MAX = 20
+TAG_MAX = 100  # characters in one tag
 REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
@@ -736,9 +739,17 @@ class NewMemory:
         if len(raw) > CITATIONS_MAX:
             raise ValidationError(f"a memory may have at most {CITATIONS_MAX} citations")
         citations = tuple(parse_citation(c, f"citations[{i}]") for i, c in enumerate(raw))
+        for i, c in enumerate(citations):
+            if c.line_end - c.line_start >= CITATION_LINES_MAX:
+                raise ValidationError(f"citations[{i}] spans {c.line_end - c.line_start + 1} "
+                                      f"lines; the limit is {CITATION_LINES_MAX}")
         tags = data.get("tags") or ()
-        if isinstance(tags, str) or not all(isinstance(t, str) and t.strip() for t in tags):
+        if isinstance(tags, str) or not isinstance(tags, Sequence) or not all(
+                isinstance(t, str) and t.strip() for t in tags):
             raise ValidationError("tags must be a list of non-empty strings")
+        if len(tags) > TAGS_MAX or any(len(t.strip()) > TAG_MAX for t in tags):
+            raise ValidationError(f"a memory may have at most {TAGS_MAX} tags of at most "
+                                  f"{TAG_MAX} characters each")
         assert subject is not None
         assert fact is not None
         return cls(

@@ -705,9 +705,9 @@ class MemoryService:
 
     def close(self) -> None:
         try:
-            self.telemetry.flush()
+            self.telemetry.close()  # a read never fails for its retrieved events
         finally:
-            self.telemetry.discard()  # what the store would not take goes with it
+            self.telemetry.discard()
             self.memories.close()
         if self._source is not None:
             self._source.close()

@@ -101,6 +101,21 @@ class TelemetryBuffer:
                                 dropped)
             raise
 
+    def close(self) -> int:
+        """Write what is queued, as when a service closes; returns how many events were
+        lost. The queue holds only ``retrieved`` events of reads that already answered
+        (every write flushes it first), so a store that will not take them (another
+        process holds the SQLite write lock past its timeout) costs a warning, never
+        the read: they are dropped."""
+        try:
+            self.flush()
+        except VerifiedMemoryError as exc:
+            lost = self.discard()
+            log.warning("telemetry: %d retrieved event%s not recorded: %s", lost,
+                        "" if lost == 1 else "s", exc)
+            return lost
+        return 0
+
     def discard(self) -> int:
         """Forget queued events (the store is gone); returns how many."""
         with self._lock:

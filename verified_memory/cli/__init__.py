@@ -16,7 +16,16 @@ from typing import Any, TypeVar
 import click
 
 from verified_memory.cli.db import db
-from verified_memory.cli.env import Env, code_options, common, fail, progress, running, say
+from verified_memory.cli.env import (
+    Env,
+    code_options,
+    common,
+    fail,
+    progress,
+    running,
+    say,
+    tell_not_checked,
+)
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
 from verified_memory.errors import ValidationError, VerifiedMemoryError
@@ -34,12 +43,17 @@ F = TypeVar("F", bound=Callable[..., Any])
                    "[env VMEM_DATABASE_URL; default: a SQLite file in your data directory]")
 @click.option("-C", "directory", type=click.Path(file_okay=False, path_type=Path), default=".",
               help="Run as if started in DIR (the working copy code is read from).")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True, max=86_400),
+              metavar="SECONDS",
+              help="Most seconds a command may spend reading code; what is left unread is "
+                   "reported as unverifiable. [env VMEM_CONTEXT_TIME_LIMIT (context, default "
+                   "5) and VMEM_VERIFY_TIME_LIMIT (the rest, default 60)]")
 @click.version_option(package_name="verified-memory")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, directory: Path) -> None:
+def cli(ctx: click.Context, db: str | None, directory: Path, time_limit: float | None) -> None:
     """Verified memory for coding agents: facts about a codebase that cite its code,
     checked against the code as it is now before they are used."""
-    ctx.obj = Env(db, directory.resolve())
+    ctx.obj = Env(db, directory.resolve(), time_limit=time_limit)
 
 
 pass_env = click.make_pass_decorator(Env)
@@ -51,16 +65,15 @@ def _memory_input(input_file: str | None, repo: str | None, env: Env,
                   flags: dict[str, Any], cites: tuple[str, ...]) -> NewMemory:
     if input_file is not None or (not flags.get("subject") and not cites
                                   and not sys.stdin.isatty()):
+        from verified_memory.limits import IMPORT_LINE_MAX, load_json, read_bounded
+
+        where = "stdin" if input_file in (None, "-") else input_file
         with click.open_file(input_file or "-", encoding="utf-8") as fh:
-            text = fh.read()
+            text = read_bounded(fh, IMPORT_LINE_MAX, f"the memory on {where}")
         if not text.strip():
             raise ValidationError("no memory given: pass --subject, --fact and --cite, "
                                   "or a JSON memory on stdin")
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"stdin is not valid JSON: {exc.msg} at line {exc.lineno} "
-                                  f"column {exc.colno}") from exc
+        data = load_json(text, where)
         if isinstance(data, dict) and "repo" not in data:
             data["repo"] = env.repo(repo)
         return NewMemory.parse(data)
@@ -223,6 +236,7 @@ def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref:
                                     include_invalid=include_invalid, on_progress=shown)
     if as_json:
         env.out.json(report.to_dict())
+        tell_not_checked(env, report.verifications)
         return
     if name is None:  # the repositories were known only once the memories were read
         for scope in report.scopes.values():
@@ -231,6 +245,7 @@ def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref:
     if rows:
         env.out.checks_table(rows, title="citations")
     env.out.out.print(_verify_summary(report), markup=False)
+    tell_not_checked(env, report.verifications)
     skipped = [v.memory.id for v in report.verifications
                if v.memory.status is Status.INVALID and v.passed and not include_invalid]
     if skipped:
@@ -284,7 +299,7 @@ def context(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
     env.out = Output(as_json)
     name = env.repo(repo)
     ref = env.ref(ref, worktree=worktree)
-    with running(env, worktree=worktree) as service:
+    with running(env, worktree=worktree, kind="context") as service:
         ctx = service.context(name, ref=ref, limit=limit, query=query, hydration=hydration,
                               budget=budget, dry_run=dry_run)
     if ctx.scope is not None:
@@ -296,6 +311,7 @@ def context(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
         env.out.json(ctx.to_dict())
     else:
         sys.stdout.write(ctx.markdown)
+    tell_not_checked(env, ctx.left_out, len(ctx.memories) + len(ctx.left_out))
 
 
 @cli.command()
@@ -407,12 +423,14 @@ def citations_check(repo_path: Path, ref: str, input_file: str, jobs: int | None
     """Check citations made at old commits against REF: one JSON line out per line in,
     {id, status, path, line_start, line_end, similarity} with the current place; a bad
     input line gets {id, error} and does not stop the run."""
+    from verified_memory.limits import CHECK_LINE_MAX, bounded_lines
     from verified_memory.sources.local_git import LocalGitSource
     from verified_memory.verify.bulk import check_citations, parse_jsonl, usable_cpus
 
     with LocalGitSource(repo_path) as source, click.open_file(input_file, encoding="utf-8") as fh:
-        for result in check_citations(source, parse_jsonl(fh), ref,
-                                      jobs=jobs or usable_cpus()):
+        lines = bounded_lines(fh, CHECK_LINE_MAX)  # an endless line is an error, not a hang
+        for result in check_citations(source, parse_jsonl(lines, max_line=CHECK_LINE_MAX),
+                                      ref, jobs=jobs or usable_cpus()):
             sys.stdout.write(json.dumps(result) + "\n")
 
 
@@ -450,7 +468,7 @@ def mcp_command(env: Env, http: bool, port: int, repo: str | None, worktree: boo
     from verified_memory.mcp_server import build_server, serve
 
     server = build_server(lambda: env.service(worktree=worktree),
-                          default_repo=lambda: env.repo(repo))
+                          default_repo=lambda: env.repo(repo), time_limit=env.seconds("context"))
     if http:
         click.echo(f"vmem: serving MCP on http://127.0.0.1:{port}/mcp", err=True)
     serve(server, http=http, port=port)

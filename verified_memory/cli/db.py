@@ -30,10 +30,10 @@ def db() -> None:
 def migrate(ctx: click.Context, as_json: bool) -> None:
     """Bring the store's schema up to date (harmless to re-run). For Supabase, pass the
     project's direct postgresql:// connection string as --db."""
-    from verified_memory.config import Settings
+    from verified_memory.config import Settings, is_postgres_url
 
     url = _url(ctx) or Settings.from_env().database_url
-    if url.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(url):
         from verified_memory.store.migrate import migrate as apply_sql
 
         applied = apply_sql(url)
@@ -82,18 +82,21 @@ def export(ctx: click.Context, repos: tuple[str, ...], output: str) -> None:
 @click.pass_context
 def import_(ctx: click.Context, input_file: str, as_json: bool) -> None:
     """Read a `vmem db export` file ('-' for stdin). The file is checked whole before
-    anything is written; memories already present are skipped, so re-running is safe."""
+    anything is written; memories and events already present are skipped, so re-running
+    an interrupted import completes it."""
+    from verified_memory.limits import IMPORT_LINE_MAX, bounded_lines
     from verified_memory.store import open_store
     from verified_memory.store.transfer import import_jsonl
 
     store = open_store(_url(ctx))
     try:
         with click.open_file(input_file, encoding="utf-8") as fh:
-            counts = import_jsonl(store, fh)
+            counts = import_jsonl(store, bounded_lines(fh, IMPORT_LINE_MAX))
     finally:
         store.close()
     if as_json:
         click.echo(json.dumps(counts.to_dict()))
     else:
         click.echo(f"imported {counts.memories} memories and {counts.events} events "
-                   f"({counts.skipped} already present)")
+                   f"({counts.skipped} memories and {counts.skipped_events} events already "
+                   "present)")

@@ -8,39 +8,59 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from verified_memory.budget import Budget
+from verified_memory.cli.passes import Kind, bounded, not_checked_line
 from verified_memory.cli.render import Output
 from verified_memory.errors import SourceUnavailable, ValidationError
+from verified_memory.models import Verification
 from verified_memory.service import MemoryService
 from verified_memory.sources.base import CodeSource, SourcesByRepo
 
 if TYPE_CHECKING:
     from verified_memory.config import Settings
 
-__all__ = ["Env", "code_options", "common", "fail", "progress", "running", "say"]
+__all__ = [
+    "Env", "code_options", "common", "fail", "progress", "running", "say", "tell_not_checked",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def fail(message: str) -> NoReturn:
-    click.echo(f"vmem: error: {message}", err=True)
+    from verified_memory.prompt import sanitize
+
+    one_line = " ".join(sanitize(message).split())  # a driver's message may span lines
+    click.echo(f"vmem: error: {one_line}", err=True)
     sys.exit(1)
 
 
 class Env:
     """What every command needs: where memories are, and where the code is."""
 
-    def __init__(self, db: str | None, directory: Path, as_json: bool = False) -> None:
+    def __init__(self, db: str | None, directory: Path, as_json: bool = False,
+                 time_limit: float | None = None) -> None:
         self.db = db
         self.directory = directory
         self.out = Output(as_json)
         self._working_copy: Path | bool | None = False
+        self.time_limit = time_limit  # --time-limit: overrides the settings' limits
+        self.budget: Budget | None = None  # of the last pass ``running`` bounded
+
+    def seconds(self, kind: Kind) -> float:
+        """The time limit of a pass of this kind (see ``cli.passes``)."""
+        from verified_memory.config import Settings
+
+        if self.time_limit is not None:
+            return self.time_limit
+        settings = Settings.from_env()
+        return settings.context_time_limit if kind == "context" else settings.verify_time_limit
 
     @property
     def working_copy(self) -> Path | None:
@@ -103,13 +123,25 @@ class Env:
 
 
 @contextmanager
-def running(env: Env, *, worktree: bool = False,
-            source: CodeSource | None = None) -> Iterator[MemoryService]:
+def running(env: Env, *, worktree: bool = False, source: CodeSource | None = None,
+            kind: Kind = "verify") -> Iterator[MemoryService]:
+    """A service for one command, whose reads of code are one pass of ``kind``'s time
+    limit (``cli.passes``); closed at the end."""
     service = env.service(worktree=worktree, source=source)
     try:
-        yield service
+        with bounded(env.out, env.seconds(kind)) as budget:
+            env.budget = budget
+            yield service
     finally:
         service.close()
+
+
+def tell_not_checked(env: Env, verifications: Sequence[Verification],
+                     total: int | None = None) -> None:
+    """After a pass: one line on stderr on what could not be verified, and why."""
+    line = not_checked_line(verifications, env.budget, total)
+    if line is not None:
+        env.out.err.print(line, markup=False, highlight=False)
 
 
 def common(f: F) -> F:

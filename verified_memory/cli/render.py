@@ -1,4 +1,10 @@
-"""How the CLI shows things to people (rich) and to machines (JSON)."""
+"""How the CLI shows things to people (rich) and to machines (JSON).
+
+Stored text is data: what a writer put in a subject, a fact, a path or a reason reaches
+the terminal as plain text (``rich.text.Text``, never markup), so ``[/x]`` cannot crash
+a listing, ``app/[slug]/page.tsx`` prints whole and ``[link=...]`` stays text; control
+and invisible characters are shown as ``<U+...>`` (``prompt.sanitize``), in JSON too.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from verified_memory.models import CitationCheck, Decision, Memory, Outcome, RepoStats
+from verified_memory.prompt import reveal, sanitize
 
 __all__ = ["Output"]
 
@@ -31,36 +39,37 @@ class Output:
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
         self.out = Console(soft_wrap=True, highlight=False)
-        self.err = Console(stderr=True, highlight=False)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)  # a line, unfolded
 
     def json(self, data: Any) -> None:
-        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(json.dumps(reveal(data), indent=2, ensure_ascii=False, default=str)
+                         + "\n")
 
     def done(self, memory: Memory, message: str) -> None:
         """The memory a command changed, as JSON; or one line saying what was done."""
         if self.as_json:
             self.json(memory.to_dict())
         else:
-            self.out.print(message, markup=False)
+            self.out.print(_plain(message))
 
     def note(self, text: str) -> None:
         """A line for people (on stderr when the output is JSON, to keep stdout clean)."""
-        (self.err if self.as_json else self.out).print(text)
+        (self.err if self.as_json else self.out).print(_plain(text))
 
     def memories(self, memories: Sequence[Memory], *, title: str) -> None:
         if self.as_json:
             self.json([m.to_dict() for m in memories])
             return
         if not memories:
-            self.out.print(f"{title}: none")
+            self.out.print(_plain(f"{title}: none"))
             return
-        table = Table(title=title, title_justify="left")
+        table = Table(title=_plain(title), title_justify="left")
         table.add_column("id", no_wrap=True, min_width=36)  # ids are copied: never fold
         for column in ("subject", "status", "citations", "refreshed"):
             table.add_column(column, overflow="fold")
         for m in memories:
-            table.add_row(m.id, m.subject, m.status.value,
-                          "\n".join(str(c.location) for c in m.citations),
+            table.add_row(_plain(m.id), _plain(m.subject), m.status.value,
+                          _plain("\n".join(str(c.location) for c in m.citations)),
                           m.refreshed_at.strftime("%Y-%m-%d %H:%M"))
         self.out.print(table)
 
@@ -68,49 +77,48 @@ class Output:
         if self.as_json:
             self.json({**m.to_dict(), "standing": standing} if standing else m.to_dict())
             return
-        self.out.print(f"[bold]{m.subject}[/bold]  ({m.id})", markup=True)
-        self.out.print(f"status: {m.status.value}"
-                       + (f" - {m.invalid_reason}" if m.invalid_reason else ""), markup=False)
-        self.out.print(m.fact, markup=False)
+        self.out.print(Text.assemble((sanitize(m.subject), "bold"), f"  ({sanitize(m.id)})"))
+        self.out.print(_plain(f"status: {m.status.value}"
+                              + (f" - {m.invalid_reason}" if m.invalid_reason else "")))
+        self.out.print(_plain(m.fact))
         if m.reason:
-            self.out.print(f"why: {m.reason}", markup=False)
+            self.out.print(_plain(f"why: {m.reason}"))
         for c in m.citations:
             pin = f" @ {c.sha[:12]}" if c.sha else ""
             anchor = f"  [{c.fingerprint.anchor.name}]" if c.fingerprint.anchor else ""
-            self.out.print(f"  cites {c.location}{pin}{anchor}", markup=False)
+            self.out.print(_plain(f"  cites {c.location}{pin}{anchor}"))
         extra = [f"repo {m.repo}", f"created {m.created_at:%Y-%m-%d %H:%M} by {m.created_by}",
                  f"verified {m.verification_count}x", f"applied {m.applied_count}x"]
         if m.supersedes:
             extra.append(f"supersedes {m.supersedes}")
         if m.superseded_by:
             extra.append(f"superseded by {m.superseded_by}")
-        self.out.print(", ".join(extra), markup=False, style="dim")
+        self.out.print(_plain(", ".join(extra)), style="dim")
         if standing:
-            self.out.print(f"main line: {standing}", markup=False)
+            self.out.print(_plain(f"main line: {standing}"))
 
     def checks_table(self, rows: Sequence[tuple[str, str, CitationCheck]], title: str) -> None:
-        table = Table(title=title, title_justify="left")
+        table = Table(title=_plain(title), title_justify="left")
         for column in ("memory", "decision", "citation", "outcome", "now at", "detail"):
             table.add_column(column, overflow="fold")
         for memory_id, decision, check in rows:
-            style = _OUTCOME_STYLE[check.outcome]
-            table.add_row(memory_id[:8], decision, str(check.citation.location),
-                          f"[{style}]{check.outcome.value}[/{style}]",
-                          str(check.location or "-"), check.detail)
+            table.add_row(_plain(memory_id[:8]), decision, _plain(str(check.citation.location)),
+                          Text(check.outcome.value, style=_OUTCOME_STYLE[check.outcome]),
+                          _plain(str(check.location or "-")), _plain(check.detail))
         self.out.print(table)
 
     def stats(self, s: RepoStats) -> None:
         if self.as_json:
             self.json(s.to_dict())
             return
-        table = Table(title=f"{s.repo}: {s.total} memories, {s.citations} active citations",
-                      title_justify="left")
+        table = Table(title=_plain(f"{s.repo}: {s.total} memories, {s.citations} active "
+                                   "citations"), title_justify="left")
         table.add_column("what")
         table.add_column("count", justify="right")
         for status, n in s.by_status.items():
-            table.add_row(f"status {status}", str(n))
+            table.add_row(_plain(f"status {status}"), str(n))
         for kind, n in sorted(s.events.items()):
-            table.add_row(f"event {kind}", str(n))
+            table.add_row(_plain(f"event {kind}"), str(n))
         table.add_row("active, not judged on the main line yet", str(s.unconfirmed))
         rate = s.invalidation_rate
         table.add_row("invalidation rate", "-" if rate is None else f"{rate:.1%}")
@@ -124,3 +132,8 @@ class Output:
     @staticmethod
     def decision_style(decision: Decision) -> str:
         return _DECISION_STYLE[decision]
+
+
+def _plain(text: str) -> Text:
+    """Stored (or partly stored) text for the terminal: never markup, nothing invisible."""
+    return Text(sanitize(text))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from verified_memory.cli.env import tell_not_checked
 from verified_memory.errors import ValidationError, VerifiedMemoryError
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ def review(ctx: click.Context, base: str | None, head: str | None, number: int |
                                    "drop --base and --head")
         report, posted, failure = _review_pull(env, number, repo, post, apply)
     _print(env, report, posted)
+    tell_not_checked(env, [f.verification for f in report.findings])
     if failure is not None:
         raise failure
 
@@ -96,6 +98,7 @@ def _review_local(env: Env, base: str | None, head: str | None, repo: str | None
 def _review_pull(env: Env, number: int, repo: str | None, post: bool,
                  apply: bool) -> tuple[ReviewReport, Posted | None, VerifiedMemoryError | None]:
     from verified_memory.cli.env import progress, running
+    from verified_memory.cli.passes import bounded
     from verified_memory.config import Settings
     from verified_memory.review import Links, review, web_url
     from verified_memory.review.git import clone_holding
@@ -109,21 +112,26 @@ def _review_pull(env: Env, number: int, repo: str | None, post: bool,
                               "reviews (in GitHub Actions: permissions: pull-requests: write)")
     with GitHubSource.from_settings(name, settings) as github:
         pulls = PullRequests(github)
-        pull = pulls.get(number)
-        verify_at = check_apply(pull) if apply else pull.head_sha
-        wc = env.working_copy
-        local = clone_holding(wc, name, {pull.head_sha, pull.base_sha, verify_at}) if wc else None
-        diff = pulls.diff(pull, local)
-        with running(env, source=local or github) as service, progress(env) as shown:
-            report = review(service, name, diff, verify_at=verify_at, apply=apply,
-                            links=Links(name, web_url(github.base_url)), pull_request=number,
-                            on_progress=shown)
-            posted, failure = None, None
-            if post:
-                try:
-                    posted = pulls.post(pull, report)
-                except VerifiedMemoryError as exc:
-                    failure = exc
+        # Reading the pull request and verifying is one pass under the verify time limit;
+        # posting comes after it, so that a slow pass still gets its review posted.
+        with bounded(env.out, env.seconds("verify")) as budget:
+            pull = pulls.get(number)
+            verify_at = check_apply(pull) if apply else pull.head_sha
+            wc = env.working_copy
+            local = (clone_holding(wc, name, {pull.head_sha, pull.base_sha, verify_at})
+                     if wc else None)
+            diff = pulls.diff(pull, local)
+            with running(env, source=local or github) as service, progress(env) as shown:
+                report = review(service, name, diff, verify_at=verify_at, apply=apply,
+                                links=Links(name, web_url(github.base_url)),
+                                pull_request=number, on_progress=shown)
+        env.budget = budget
+        posted, failure = None, None
+        if post:
+            try:
+                posted = pulls.post(pull, report)
+            except VerifiedMemoryError as exc:
+                failure = exc
         return replace(report, requests=pulls.requests), posted, failure
 
 

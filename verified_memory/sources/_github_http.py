@@ -25,6 +25,14 @@ Faults (never a verdict, always ``SourceUnavailable`` in the end):
 The total sleep for one request is bounded by ``max_retry_wait``. Sleeping goes through
 an injectable ``sleep`` so that tests never wait.
 
+Within a pass's time budget (``verified_memory.budget``) every request's timeout, retry
+sleep and rate-limit wait is also bounded by the time left: a retry that would not fit
+is not made, and the rest of the pass fails at once (``BudgetSpent``). A circuit
+breaker, shared by every request of this host, fails requests at once while GitHub is
+clearly down: after a request failed every retry (``SourceDown``), after rejected
+credentials (``CredentialsRejected``), during a rate limit too far from its reset, or
+after three failures in a row.
+
 Secrets: no message built here contains a header, and every message is scrubbed of the
 configured token as a last line of defence.
 """
@@ -38,7 +46,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from verified_memory.errors import SourceUnavailable
+from verified_memory import budget as budgets
+from verified_memory.budget import CircuitBreaker
+from verified_memory.errors import (
+    BudgetSpent,
+    CredentialsRejected,
+    SourceDown,
+    SourceUnavailable,
+)
 
 if TYPE_CHECKING:
     from github.Requester import Requester
@@ -150,6 +165,7 @@ class GitHubHttp:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         secrets: Iterable[str] = (),
+        timeout: float | None = None,
     ) -> None:
         self._requester = requester
         self.policy = policy
@@ -157,6 +173,8 @@ class GitHubHttp:
         self._sleep = sleep
         self._clock = clock
         self._secrets = tuple(s for s in secrets if s)
+        self.timeout = timeout  # seconds per request (None: the client's own)
+        self.breaker = CircuitBreaker(clock=clock)
         self.requests = 0
         self.rate_limited_requests = 0
         self.rate_limit: tuple[int, int, int] | None = None
@@ -177,6 +195,7 @@ class GitHubHttp:
         from tenacity import Retrying, retry_if_exception_type
 
         policy = self.policy
+        budget = budgets.current()
 
         def wait(state: RetryCallState) -> float:
             exc = state.outcome.exception() if state.outcome else None
@@ -187,12 +206,20 @@ class GitHubHttp:
         def stop(state: RetryCallState) -> bool:
             if state.attempt_number >= policy.attempts:
                 return True
-            return state.idle_for + state.upcoming_sleep > policy.max_retry_wait
+            if state.idle_for + state.upcoming_sleep > policy.max_retry_wait:
+                return True
+            if budget is not None and not budget.fits(state.upcoming_sleep):
+                exc = state.outcome.exception() if state.outcome else None
+                reason = exc.reason if isinstance(exc, Retryable) else "error"
+                raise budget.give_up(f"GitHub {what}: {reason}", state.upcoming_sleep) from None
+            return False
 
         def before_sleep(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             reason = exc.reason if isinstance(exc, Retryable) else "error"
             log.info("GitHub %s: %s; retrying in %.1f s", what, reason, state.upcoming_sleep)
+            if budget is not None:
+                budget.note(f"GitHub {what}: {reason}", state.upcoming_sleep)
 
         return Retrying(
             sleep=sleep or self._sleep,
@@ -217,18 +244,36 @@ class GitHubHttp:
         Returns the reply for 2xx, 304 and the client answers in ``CLIENT_ANSWERS``;
         raises ``SourceUnavailable`` (naming ``what`` was being read) otherwise.
         """
-        policy = self.policy
+        self.breaker.check()
+        budget = budgets.current()
+        if budget is not None:
+            budget.check()
         retrying = self.retrying(what)
         headers = {"Accept": accept}
         if etag:
             headers["If-None-Match"] = etag
         try:
+            reply = self._attempts(retrying, path, params, headers, what)
+        except BudgetSpent:
+            raise  # the pass ran out of time: no judgement on GitHub
+        except SourceUnavailable as exc:
+            self.breaker.failure(exc)
+            if budget is not None:
+                budget.record(exc)
+            raise
+        self.breaker.success()
+        return reply
+
+    def _attempts(self, retrying: Retrying, path: str, params: Mapping[str, str] | None,
+                  headers: dict[str, str], what: str) -> Reply:
+        try:
             for attempt in retrying:
                 with attempt:
                     return self._send(path, params, headers, what)
         except Retryable as exc:
-            tries = retrying.statistics.get("attempt_number", policy.attempts)
-            raise SourceUnavailable(self.scrub(
+            tries = retrying.statistics.get("attempt_number", self.policy.attempts)
+            # Every retry failed: GitHub (or the way to it) is down for now.
+            raise SourceDown(self.scrub(
                 f"GitHub could not be read ({what}): {exc.reason}; gave up after "
                 f"{tries} attempt{'s' if tries != 1 else ''}"
             )) from None
@@ -243,6 +288,7 @@ class GitHubHttp:
         from github.GithubException import GithubException
 
         self.requests += 1
+        self._bound_timeout()
         try:
             status, raw_headers, body = self._requester.requestJson(
                 "GET", path, parameters=dict(params or {}), headers=dict(headers)
@@ -274,6 +320,25 @@ class GitHubHttp:
         log.debug("GET %s -> %d (%s)", path, status, what)
         return self._judge(reply, what)
 
+    def _bound_timeout(self) -> None:
+        """Give the next request at most the time left in the pass's budget.
+
+        PyGithub sets a timeout per client, not per request; its connection object
+        (created on first use, then kept) holds it, so that is where it is changed."""
+        try:
+            connection = getattr(self._requester, "_Requester__createConnection")()  # noqa: B009
+        except (AttributeError, TypeError):  # another PyGithub: its own timeout stays
+            log.debug("cannot bound the request timeout of this PyGithub version")
+            return
+        if self.timeout is None:  # the client's own, remembered before any change
+            self.timeout = connection.timeout
+        timeout = self.timeout
+        budget = budgets.current()
+        if budget is not None:
+            left = max(budget.remaining(), 0.05)
+            timeout = left if timeout is None else min(timeout, left)
+        connection.timeout = timeout
+
     def _note_rate_limit(self, reply: Reply) -> None:
         if reply.status != 304:
             self.rate_limited_requests += 1
@@ -292,7 +357,7 @@ class GitHubHttp:
             raise Retryable(f"{status} {reply.message() or 'server error'}".strip())
         message = reply.message()
         if status == 401:
-            raise SourceUnavailable(
+            raise CredentialsRejected(
                 f"GitHub rejected the credentials (401 {message or 'Unauthorized'}) while "
                 f"reading {what}: the token is missing, invalid, expired or revoked"
             )
@@ -324,8 +389,14 @@ class GitHubHttp:
             return
         bound = self.max_rate_limit_wait
         if wait > bound:
-            raise SourceUnavailable(
+            raise SourceDown(
                 f"GitHub {kind} while reading {what}: the limit lifts in {wait:.0f} s, "
-                f"longer than max_rate_limit_wait ({bound:g} s)"
+                f"longer than max_rate_limit_wait ({bound:g} s)", retry_at=self._clock() + wait,
+            )
+        budget = budgets.current()
+        if budget is not None and not budget.fits(wait):
+            raise SourceDown(
+                f"GitHub {kind} while reading {what}: the limit lifts in {wait:.0f} s, "
+                f"after this pass's {budget.seconds:g} s time limit", retry_at=self._clock() + wait,
             )
         raise Retryable(f"{reply.status} {kind}", wait)

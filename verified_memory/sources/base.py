@@ -27,6 +27,7 @@ __all__ = [
     "ClosingSource",
     "CodeSource",
     "CountsRequests",
+    "DescribesEntries",
     "MainLine",
     "Rename",
     "Reopenable",
@@ -140,6 +141,17 @@ class BatchReader(Protocol):
 
     def read_blobs(self, blob_shas: Iterable[str]) -> None:
         """Warm the source's cache with these blobs; ``read_blob`` then answers."""
+
+
+@runtime_checkable
+class DescribesEntries(Protocol):
+    """A source that can say what a path the tree leaves out is: trees list regular
+    files only, and a symbolic link or a submodule is never followed (a link could
+    lead out of the repository), but a citation's reason can name it."""
+
+    def entry_kind(self, revision: str, path: str) -> str | None:
+        """'a symbolic link', 'a submodule' or 'a directory' when ``path`` is one at
+        ``revision`` (as far as this source knows without another request), else None."""
 
 
 @runtime_checkable

@@ -124,15 +124,19 @@ class _Listing:
     truncated: bool
     files: dict[str, str] = field(default_factory=dict)
     dirs: dict[str, str] = field(default_factory=dict)
+    special: dict[str, str] = field(default_factory=dict)  # path -> what it is
 
     @classmethod
     def parse(cls, data: Any) -> _Listing:
         """Parse GitHub's tree JSON; symlinks (120000) and submodules (commit) are left
-        out, since neither holds lines of this repository a citation could point at."""
+        out of the files, since neither holds lines of this repository a citation could
+        point at (a link is never followed), and only named in ``special``."""
         if not isinstance(data, dict) or not isinstance(data.get("tree"), list):
             raise SourceUnavailable("GitHub answered a tree request with something else")
         listing = cls(str(data.get("sha", "")), bool(data.get("truncated", False)))
         for entry in data["tree"]:
+            if not isinstance(entry, dict):
+                continue
             kind, path, sha = entry.get("type"), entry.get("path"), entry.get("sha")
             if not isinstance(path, str) or not isinstance(sha, str):
                 continue
@@ -140,18 +144,22 @@ class _Listing:
                 listing.files[path] = sha
             elif kind == "tree":
                 listing.dirs[path] = sha
+            else:
+                listing.special[path] = ("a symbolic link" if entry.get("mode") == "120000"
+                                         else "a submodule" if kind == "commit"
+                                         else "not a regular file")
         return listing
 
     def to_json(self) -> dict[str, Any]:
         return {"sha": self.sha, "truncated": self.truncated,
-                "files": self.files, "dirs": self.dirs}
+                "files": self.files, "dirs": self.dirs, "special": self.special}
 
     @classmethod
     def from_json(cls, doc: Any) -> _Listing | None:
         try:
             return cls(str(doc["sha"]), bool(doc["truncated"]),
-                       dict(doc["files"]), dict(doc["dirs"]))
-        except (KeyError, TypeError, ValueError):
+                       dict(doc["files"]), dict(doc["dirs"]), dict(doc.get("special") or {}))
+        except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
 
@@ -175,6 +183,7 @@ class GitHubTree(Mapping[str, str]):
         self._root = listing.sha
         self._files = dict(listing.files)
         self._dirs = dict(listing.dirs)  # directory path -> tree sha
+        self._special = dict(listing.special)  # links and submodules: path -> what
         self._fetch = fetch
         self._children: dict[str, list[str]] = {}  # listed directory -> its directories
         self._complete: set[str] = set() if listing.truncated else {""}  # whole sub-trees
@@ -200,6 +209,13 @@ class GitHubTree(Mapping[str, str]):
     def __iter__(self) -> Iterator[str]:
         self._complete_all()
         return iter(list(self._files))
+
+    def kind(self, path: str) -> str | None:
+        """What ``path`` is when it is no file here: 'a symbolic link', 'a submodule',
+        'a directory'; None otherwise (on a truncated tree, its directories are listed)."""
+        if self.get(path) is not None:
+            return None
+        return self._special.get(path) or ("a directory" if path in self._dirs else None)
 
     def __len__(self) -> int:
         self._complete_all()
@@ -228,12 +244,18 @@ class GitHubTree(Mapping[str, str]):
             sha = self._root
         listing = self._fetch(sha, False)
         prefix = f"{directory}/" if directory else ""
+        self._merge(prefix, listing)
+        self._children[directory] = [prefix + name for name in listing.dirs]
+        return True
+
+    def _merge(self, prefix: str, listing: _Listing) -> None:
+        """Make a sub-tree's listing known under ``prefix``."""
         for name, blob in listing.files.items():
             self._files[prefix + name] = blob
         for name, tree in listing.dirs.items():
             self._dirs[prefix + name] = tree
-        self._children[directory] = [prefix + name for name in listing.dirs]
-        return True
+        for name, what in listing.special.items():
+            self._special[prefix + name] = what
 
     def _complete_all(self) -> None:
         if "" in self._complete:
@@ -248,11 +270,7 @@ class GitHubTree(Mapping[str, str]):
             return
         if not known_truncated:
             listing = self._fetch(self._dirs[directory], True)
-            prefix = f"{directory}/"
-            for name, blob in listing.files.items():
-                self._files[prefix + name] = blob
-            for name, tree in listing.dirs.items():
-                self._dirs[prefix + name] = tree
+            self._merge(f"{directory}/", listing)
             if not listing.truncated:
                 self._complete.add(directory)
                 return
@@ -343,6 +361,7 @@ class GitHubSource(ClosingSource):
         self._http = GitHubHttp(
             requester, policy=retry or RetryPolicy(), max_rate_limit_wait=max_rate_limit_wait,
             sleep=sleep or time.sleep, clock=clock or time.time, secrets=secrets,
+            timeout=timeout if self._owns_github else None,
         )
         root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.cache_dir = root
@@ -485,6 +504,11 @@ class GitHubSource(ClosingSource):
             while len(self._trees) > 16:
                 self._trees.pop(next(iter(self._trees)))
             return tree
+
+    def entry_kind(self, revision: str, path: str) -> str | None:
+        """What ``path`` is at ``revision`` when it is no file: a symbolic link, a
+        submodule or a directory (from the listings; see ``GitHubTree.kind``)."""
+        return self.tree(revision).kind(path)
 
     def blob_sha(self, revision: str, path: str) -> str | None:
         """The blob sha of ``path`` at ``revision``, or None when there is no such file.

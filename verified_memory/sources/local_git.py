@@ -322,6 +322,7 @@ class LocalGitSource(ClosingSource):
         self._catfile = _CatFile(self.path)
         self._blobs = MemoryBlobCache(cache_bytes)
         self._trees: OrderedDict[str, Mapping[str, str]] = OrderedDict()
+        self._special: OrderedDict[str, dict[str, str]] = OrderedDict()  # links, submodules
         self._renames: dict[tuple[str, str], tuple[Rename, ...]] = {}
         self._cache_lock = threading.Lock()  # guards _trees and _renames
         self._main_lines: dict[str | None, MainLine | None] = {}
@@ -410,6 +411,18 @@ class LocalGitSource(ClosingSource):
                 self._trees.popitem(last=False)
         return cached
 
+    def entry_kind(self, revision: str, path: str) -> str | None:
+        """What ``path`` is at ``revision`` when the tree leaves it out: 'a symbolic
+        link', 'a submodule', 'a directory'; None when it is a file or nothing."""
+        commit = revision if FULL_SHA.fullmatch(revision) else self.resolve(revision)
+        files = self.tree(commit)
+        with self._cache_lock:
+            special = self._special.get(commit, {})
+        if path in special:
+            return special[path]
+        prefix = path.rstrip("/") + "/"
+        return "a directory" if any(p.startswith(prefix) for p in files) else None
+
     def renames(self, old_revision: str, new_revision: str) -> Sequence[Rename]:
         """Renames (with git's similarity, 0-100) and deletions from ``old`` to ``new``.
 
@@ -477,11 +490,18 @@ class LocalGitSource(ClosingSource):
             raise SourceUnavailable(
                 f"git ls-tree {commit[:12]} failed in {self.path}: {git_message(proc)}"
             )
-        return parse_ls_tree(proc.stdout)
+        special: dict[str, str] = {}
+        files = parse_ls_tree(proc.stdout, special)
+        with self._cache_lock:
+            self._special[commit] = special
+            while len(self._special) > _MAX_CACHED_TREES:
+                self._special.popitem(last=False)
+        return files
 
 
-def parse_ls_tree(output: bytes) -> dict[str, str]:
-    """``git ls-tree -r -z`` output -> path -> blob sha, regular files only."""
+def parse_ls_tree(output: bytes, special: dict[str, str] | None = None) -> dict[str, str]:
+    """``git ls-tree -r -z`` output -> path -> blob sha, regular files only; symbolic
+    links and submodules go to ``special`` (path -> what it is), when given."""
     files: dict[str, str] = {}
     for entry in output.split(b"\0"):
         if not entry:
@@ -492,6 +512,10 @@ def parse_ls_tree(output: bytes) -> dict[str, str]:
         # 120000 is a symlink, 160000 a submodule commit, 040000 never appears with -r.
         if kind == b"blob" and mode.startswith(b"100"):
             files[decode_path(raw_path)] = sha.decode("ascii")
+        elif special is not None:
+            special[decode_path(raw_path)] = ("a symbolic link" if mode == b"120000"
+                                              else "a submodule" if kind == b"commit"
+                                              else "not a regular file")
     return files
 
 

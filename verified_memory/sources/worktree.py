@@ -15,6 +15,11 @@ again only when a full iteration needs it or a lookup finds a file created after
 Hashed bytes are kept by blob sha, so ``read_blob`` after a lookup does not read the
 file again.
 
+Symbolic links are never followed, neither as the cited file nor on its way: each
+directory of a path is opened in turn without following links (``O_NOFOLLOW``, relative
+to the one before), so a link swapped in for a file or a directory, even after the
+listing, can never make this source read a file outside the working copy.
+
 Blob shas are those of the bytes on disk. Where git applies filters (``core.autocrlf``,
 ``.gitattributes`` eol or clean filters) they can differ from the committed blob of an
 unmodified file; the ladder's step 2 (same lines, by hash) still recognises the code.
@@ -210,15 +215,12 @@ class WorktreeSource(ClosingSource):
             return self._listed_order
 
     def stat(self, path: str) -> os.stat_result | None:
-        """``lstat`` of a listed regular file (not a symlink), else None."""
+        """``lstat`` of a listed regular file (not a symlink, nor behind one), else None."""
         if not isinstance(path, str) or not _safe(path):
             return None
         self.listing()
-        try:
-            st = os.lstat(self.root / path)
-        except (OSError, ValueError):
-            return None
-        if not stat.S_ISREG(st.st_mode):
+        st = self._lstat(path)
+        if st is None or not stat.S_ISREG(st.st_mode):
             return None
         with self._lock:
             assert self._listed is not None
@@ -252,15 +254,92 @@ class WorktreeSource(ClosingSource):
             self._sha_paths[sha] = path
         return sha
 
-    def _read(self, path: str) -> bytes | None:
-        """The file's bytes, refusing to follow a symlink swapped in since ``lstat``."""
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    def entry_kind(self, revision: str, path: str) -> str | None:
+        """What ``path`` is on disk when it is not a file this source reads: 'a symbolic
+        link', 'a directory', 'behind a symbolic link'; None otherwise."""
+        if revision != REVISION or not isinstance(path, str) or not _safe(path):
+            return None
+        parent = self._parent_fd(path)
+        if parent is None:
+            return "behind a symbolic link" if self._through_link(path) else None
         try:
-            fd = os.open(self.root / path, flags)
+            st = os.stat(path.rsplit("/", 1)[-1], dir_fd=parent, follow_symlinks=False)
+        except OSError:
+            return None
+        finally:
+            os.close(parent)
+        if stat.S_ISLNK(st.st_mode):
+            return "a symbolic link"
+        return "a directory" if stat.S_ISDIR(st.st_mode) else None
+
+    def _parent_fd(self, path: str) -> int | None:
+        """The directory holding ``path``, opened one component at a time from the root
+        without following a symbolic link; None when a component is not a directory."""
+        try:
+            fd = os.open(self.root, _DIR_FLAGS)
+        except OSError:
+            return None
+        for part in path.split("/")[:-1]:
+            try:
+                inner = os.open(part, _DIR_FLAGS | _NOFOLLOW, dir_fd=fd)
+            except OSError:  # ELOOP / ENOTDIR: a link, a file, or nothing
+                os.close(fd)
+                return None
+            os.close(fd)
+            fd = inner
+        return fd
+
+    def _through_link(self, path: str) -> bool:
+        parts = path.split("/")[:-1]
+        return any((self.root.joinpath(*parts[:i + 1])).is_symlink() for i in range(len(parts)))
+
+    def _lstat(self, path: str) -> os.stat_result | None:
+        """``lstat`` of ``path`` inside the working copy, never through a symbolic link."""
+        if not _DIR_FD:
+            return os.lstat(self.root / path) if self._inside(path) else None
+        parent = self._parent_fd(path)
+        if parent is None:
+            return None
+        try:
+            return os.stat(path.rsplit("/", 1)[-1], dir_fd=parent, follow_symlinks=False)
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(parent)
+
+    def _inside(self, path: str) -> bool:
+        """Where ``dir_fd`` is missing: whether the directories of ``path`` resolve inside
+        the working copy (racy, but the best such a platform allows)."""
+        try:
+            parent = (self.root / path).parent.resolve(strict=True)
+            return parent == self.root.resolve() or self.root.resolve() in parent.parents
+        except (OSError, RuntimeError):
+            return False
+
+    def _read(self, path: str) -> bytes | None:
+        """The file's bytes, refusing to follow a symlink swapped in since ``lstat``, at
+        the file or on its way; a special file swapped in is not read either."""
+        flags = (os.O_RDONLY | _NOFOLLOW | getattr(os, "O_BINARY", 0)
+                 | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            if _DIR_FD:
+                parent = self._parent_fd(path)
+                if parent is None:
+                    return None
+                try:
+                    fd = os.open(path.rsplit("/", 1)[-1], flags, dir_fd=parent)
+                finally:
+                    os.close(parent)
+            elif self._inside(path):
+                fd = os.open(self.root / path, flags)
+            else:
+                return None
         except OSError:
             return None
         try:
             with os.fdopen(fd, "rb") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    return None
                 return handle.read()
         except OSError:
             return None
@@ -298,6 +377,12 @@ class WorktreeTree(Mapping[str, str]):
 
     def __repr__(self) -> str:
         return f"WorktreeTree({os.fspath(self._source.root)!r})"
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+#: Whether directories can be walked by descriptor (POSIX); else paths are resolved.
+_DIR_FD = bool(_NOFOLLOW) and os.open in os.supports_dir_fd and os.stat in os.supports_dir_fd
 
 
 def _safe(path: str) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from verified_memory.config import Settings
+from verified_memory.config import Settings, is_postgres_url
 from verified_memory.errors import ValidationError
 from verified_memory.store.base import MemoryStore
 
@@ -11,15 +11,16 @@ __all__ = ["MemoryStore", "open_store"]
 
 def open_store(url: str | None = None, settings: Settings | None = None) -> MemoryStore:
     """Open the store a URL names: ``sqlite:///file``, a bare file path, ``:memory:``,
-    ``postgresql://…``; with no URL, Supabase when ``SUPABASE_URL`` and ``SUPABASE_KEY``
-    are set, else ``VMEM_DATABASE_URL``, else the default SQLite file."""
+    ``postgresql://…`` or a libpq keyword/value string (``host=db dbname=app``); with no
+    URL, Supabase when ``SUPABASE_URL`` and ``SUPABASE_KEY`` are set, else
+    ``VMEM_DATABASE_URL``, else the default SQLite file."""
     settings = settings or Settings.from_env()
     if url is None and settings.supabase_url and settings.supabase_key:
         from verified_memory.store.supabase import SupabaseStore
 
         return SupabaseStore.from_settings(settings)
     url = url or settings.database_url
-    if url.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(url):  # a URL, or a libpq string such as "host=db password=..."
         from verified_memory.store.postgres import PostgresStore
 
         return PostgresStore(url)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from verified_memory.config import redact, scrub
 from verified_memory.errors import MissingDependency, StoreError
 
 if TYPE_CHECKING:
@@ -121,7 +122,10 @@ def migrate(url: str, directory: Path | None = None) -> list[str]:
         with psycopg.connect(url, autocommit=True) as conn:
             return migrate_connection(conn, directory)
     except psycopg.Error as exc:
-        raise StoreError(f"could not migrate the database: {_describe(exc)}") from exc
+        raise StoreError(f"could not migrate the database {redact(url)}: "
+                         f"{scrub(_describe(exc), url)}") from exc
+    except StoreError as exc:
+        raise StoreError(scrub(str(exc), url)) from exc
 
 
 def migrate_connection(conn: psycopg.Connection[Any], directory: Path | None = None) -> list[str]:
@@ -172,7 +176,8 @@ def applied_versions(url: str) -> list[str]:
         with psycopg.connect(url, autocommit=True) as conn:
             return _applied(conn)
     except psycopg.Error as exc:
-        raise StoreError(f"could not read the migrations table: {_describe(exc)}") from exc
+        raise StoreError(f"could not read the migrations table: "
+                         f"{scrub(_describe(exc), url)}") from exc
 
 
 def _applied(conn: psycopg.Connection[Any]) -> list[str]:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from verified_memory.config import _redact
+from verified_memory.config import _redact, scrub
 from verified_memory.errors import (
     Conflict,
     MissingDependency,
@@ -451,7 +451,7 @@ class PostgresStore(ClosingStore):
         except PoolTimeout as exc:
             raise StoreError(
                 f"no database connection became available while {action} "
-                f"({_redact(self.url)}): {exc}"
+                f"({_redact(self.url)}): {scrub(str(exc), self.url)}"
             ) from exc
         except PoolClosed as exc:
             raise StoreError(f"{self!r} is closed") from exc
@@ -479,6 +479,7 @@ class PostgresStore(ClosingStore):
     def _translate(self, exc: BaseException, action: str) -> VerifiedMemoryError:
         diag = getattr(exc, "diag", None)
         message = (getattr(diag, "message_primary", None) if diag else None) or str(exc)
+        message = scrub(message, self.url)  # libpq may echo a piece of the string
         sqlstate = getattr(exc, "sqlstate", None)
         if sqlstate is None:  # no server answer: could not connect, or the link broke
             return StoreError(

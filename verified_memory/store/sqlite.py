@@ -73,6 +73,9 @@ __all__ = ["MIGRATIONS", "SQLiteStore", "fts_query"]
 
 _STATUSES = ", ".join(f"'{s.value}'" for s in Status)
 
+#: Seconds a write waits for another process's write lock before giving up.
+BUSY_TIMEOUT = 5.0
+
 #: (version, name, statements). Append only: never edit a migration that has shipped.
 MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (
@@ -258,9 +261,9 @@ def fts_query(query: str) -> str | None:
 class SQLiteStore(ClosingStore):
     """A ``MemoryStore`` in one SQLite file (``":memory:"`` for a throwaway one)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 5.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float | None = None) -> None:
         self.path = os.fspath(path)
-        self.timeout = timeout
+        self.timeout = BUSY_TIMEOUT if timeout is None else timeout
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = self._open()
 
@@ -502,12 +505,7 @@ class SQLiteStore(ClosingStore):
         target = self.path
         if target != ":memory:" and not target.startswith("file:"):
             file = Path(target).expanduser()
-            try:
-                file.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StoreError(
-                    f"cannot create the directory for the memory store {file}: {exc}"
-                ) from exc
+            _create_private(file)
             target = str(file)
             self.path = target
         conn: sqlite3.Connection | None = None
@@ -664,6 +662,26 @@ def _rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         with suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
+
+
+def _create_private(file: Path) -> None:
+    """Create the store's file (0600) and its directory (0700) when they do not exist.
+
+    Memories quote other people's code and conventions, so a new store is readable by
+    its owner only; SQLite gives the -wal and -shm files the database file's mode. An
+    existing file or directory keeps the mode its owner chose."""
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create the directory for the memory store {file}: {exc}"
+        ) from exc
+    try:
+        os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise StoreError(f"cannot create the memory store {file}: {exc}") from exc
 
 
 def _migrate(conn: sqlite3.Connection, path: str) -> None:

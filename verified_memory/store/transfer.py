@@ -11,19 +11,37 @@ One JSON object per line, each with a ``type``:
 
 Only the ``MemoryStore`` Protocol is used, so any store can be either end. Event ids are
 surrogate keys: the importing store assigns its own, in the same order. Importing a
-memory whose id the target already has skips it (and counts it), so an interrupted
-import can be re-run; events, which have no identity of their own, are appended again.
+memory whose id the target already has skips it (and counts it), and so is an event the
+target already holds (the same kind, repository, memory, actor, time and detail), so an
+import that was interrupted (even killed outright) is completed by running it again,
+and importing a file twice changes nothing. Each memory is written with its citations in
+one transaction, so none is ever half there.
+
+A file is checked whole before anything is written: every line at most
+``IMPORT_LINE_MAX`` characters, valid JSON not nested absurdly deep, every memory within
+the limits a memory has at any entry point (``models``: subject, fact, reason, tags,
+citations).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO, Any
 
 from verified_memory.errors import Conflict, ValidationError
+from verified_memory.limits import (
+    CITATIONS_MAX,
+    FACT_MAX,
+    IMPORT_LINE_MAX,
+    SUBJECT_MAX,
+    TAG_MAX,
+    TAGS_MAX,
+    too_long,
+)
 from verified_memory.models import Memory, TelemetryEvent, utcnow, validate_repo
 from verified_memory.store._rows import validate_events, validate_memory
 from verified_memory.store.base import MemoryStore
@@ -44,12 +62,14 @@ class TransferCounts:
     events: int = 0
     skipped: int = 0  # memories the target store already had (import only)
     repos: tuple[str, ...] = field(default=())
+    skipped_events: int = 0  # events the target store already had (import only)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "memories": self.memories,
             "events": self.events,
             "skipped": self.skipped,
+            "skipped_events": self.skipped_events,
             "repos": list(self.repos),
         }
 
@@ -79,10 +99,11 @@ def export_jsonl(
 
 
 def import_jsonl(store: MemoryStore, source: Iterable[str]) -> TransferCounts:
-    """Read an ``export_jsonl`` file into ``store``.
+    """Read an ``export_jsonl`` file into ``store``; what it already holds is skipped.
 
     The whole file is parsed and validated first: a bad line (named by number) raises
-    ``ValidationError`` before anything is written.
+    ``ValidationError`` before anything is written. ``source`` may be any iterable of
+    lines; ``limits.bounded_lines`` keeps an endless one from filling memory.
     """
     memories: list[Memory] = []
     events: list[tuple[datetime, int, TelemetryEvent]] = []
@@ -92,6 +113,7 @@ def import_jsonl(store: MemoryStore, source: Iterable[str]) -> TransferCounts:
             if kind == "memory":
                 memory = Memory.from_dict(record)
                 validate_memory(memory)
+                _check_limits(memory)
                 memories.append(memory)
             elif kind == "event":
                 # The target numbers its own events; the exported id only keeps their order.
@@ -115,11 +137,51 @@ def import_jsonl(store: MemoryStore, source: Iterable[str]) -> TransferCounts:
     # In the source's order (time, then id) across repositories, so that an export of
     # the target numbers its events as the source did.
     ordered = [event for _, _, event in sorted(events, key=lambda e: (e[0], e[1]))]
-    for start in range(0, len(ordered), EVENT_BATCH):
-        store.log(ordered[start : start + EVENT_BATCH])
     repos = sorted({m.repo for m in memories} | {e.repo for e in ordered})
-    return TransferCounts(memories=added, events=len(events), skipped=skipped,
-                          repos=tuple(repos))
+    fresh = _not_held(store, ordered, repos)
+    for start in range(0, len(fresh), EVENT_BATCH):
+        store.log(fresh[start : start + EVENT_BATCH])
+    return TransferCounts(memories=added, events=len(fresh), skipped=skipped,
+                          repos=tuple(repos), skipped_events=len(ordered) - len(fresh))
+
+
+def _event_key(event: TelemetryEvent) -> tuple[str, ...]:
+    at = event.at if event.at.tzinfo else event.at.replace(tzinfo=UTC)
+    return (event.kind.value, event.repo, event.memory_id or "", event.actor or "",
+            at.astimezone(UTC).isoformat(), json.dumps(dict(event.detail), sort_keys=True))
+
+
+def _not_held(store: MemoryStore, events: Sequence[TelemetryEvent],
+              repos: Sequence[str]) -> list[TelemetryEvent]:
+    """``events`` without those the target already holds (each held one matches one
+    imported one): a re-run after an interrupted import appends only the rest."""
+    if not events:
+        return []
+    held = Counter(_event_key(e) for repo in repos for e in store.events(repo=repo, limit=None))
+    fresh: list[TelemetryEvent] = []
+    for event in events:
+        key = _event_key(event)
+        if held[key] > 0:
+            held[key] -= 1
+        else:
+            fresh.append(event)
+    return fresh
+
+
+def _check_limits(memory: Memory) -> None:
+    """The limits every entry point puts on a memory (``NewMemory.parse``)."""
+    for name, value, limit in (("subject", memory.subject, SUBJECT_MAX),
+                               ("fact", memory.fact, FACT_MAX),
+                               ("reason", memory.reason or "", FACT_MAX)):
+        if len(value) > limit:
+            raise ValidationError(f"memory {memory.id}: {name} is {len(value)} characters "
+                                  f"long; the limit is {limit}")
+    if not 1 <= len(memory.citations) <= CITATIONS_MAX:
+        raise ValidationError(f"memory {memory.id} has {len(memory.citations)} citations; a "
+                              f"memory has 1 to {CITATIONS_MAX}")
+    if len(memory.tags) > TAGS_MAX or any(len(t) > TAG_MAX for t in memory.tags):
+        raise ValidationError(f"memory {memory.id}: at most {TAGS_MAX} tags of at most "
+                              f"{TAG_MAX} characters each")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -138,12 +200,17 @@ def _records(source: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) per non-blank line, after checking the header."""
     header_seen = False
     for number, line in enumerate(source, start=1):
+        if too_long(line, IMPORT_LINE_MAX):
+            raise ValidationError(f"line {number} is longer than {IMPORT_LINE_MAX:,} "
+                                  "characters (the limit)")
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValidationError(f"line {number}: not JSON ({exc.msg})") from exc
+        except RecursionError:
+            raise ValidationError(f"line {number}: JSON nested too deeply") from None
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
             raise ValidationError(f"line {number}: expected an object with a \"type\"")
         kind = record["type"]

@@ -62,15 +62,22 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def parse_jsonl(lines: Iterable[str]) -> Iterator[Item]:
-    """(id, object) per non-empty line, or (id or line number, error message)."""
+def parse_jsonl(lines: Iterable[str], *, max_line: int | None = None) -> Iterator[Item]:
+    """(id, object) per non-empty line, or (id or line number, error message); a line
+    longer than ``max_line`` characters is an error (``limits.bounded_lines``)."""
     for number, line in enumerate(lines, 1):
+        if max_line is not None and len(line.rstrip("\r\n")) > max_line:
+            yield f"line {number}", f"line {number} is longer than {max_line:,} characters"
+            continue
         if not line.strip():
             continue
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             yield f"line {number}", f"line {number} is not valid JSON: {exc.msg}"
+            continue
+        except RecursionError:
+            yield f"line {number}", f"line {number} is JSON nested too deeply"
             continue
         if not isinstance(data, dict):
             yield f"line {number}", f"line {number} is not a JSON object"

@@ -2,7 +2,7 @@
 
 Shared by storing a memory and by the bulk citation check, so a citation is refused for
 the same reasons everywhere: a missing file, lines past its end, blank lines only, a
-binary or non-UTF-8 file.
+binary, non-UTF-8 or oversized file.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def fingerprint_citation(source: CodeSource, files: FileCache, ref: str, cite: C
         raise ValidationError(f"{where}: {cite.path} does not exist at {at}")
     file = files.get(blob)
     if file is None:
-        raise ValidationError(f"{where}: {cite.path} is binary or not UTF-8 text; "
-                              "only text can be cited")
+        raise ValidationError(f"{where}: {cite.path} {files.not_text(blob) or 'is not text'}"
+                              "; only UTF-8 text can be cited")
     if cite.line_end > len(file.lines):
         raise ValidationError(
             f"{where}: lines {cite.line_start}-{cite.line_end} are past the end of "

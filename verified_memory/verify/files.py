@@ -3,6 +3,11 @@
 Fingerprinting (at store time) and verification (before use) both look at files as
 lines plus per-line hashes; ``FileCache`` keeps that view per blob sha, which is
 immutable, so one cache serves every revision a run looks at.
+
+A read that failed is remembered for the run too (the same error is raised again
+without asking the source), and so is why a file cannot be compared as text: larger
+than ``MAX_FILE_BYTES``, binary, or not UTF-8. Those are faults of one file, which the
+verifier reports for the citations of that file only.
 """
 
 from __future__ import annotations
@@ -13,10 +18,15 @@ from dataclasses import dataclass, field
 
 from verified_memory.anchors.hashing import BLANK, line_hashes
 from verified_memory.anchors.normalize import decode_text, split_lines, squeeze
-from verified_memory.errors import SourceUnavailable
+from verified_memory.errors import NotFound, SourceUnavailable
 from verified_memory.sources.base import BatchReader, CodeSource
 
-__all__ = ["FileCache", "FileText"]
+__all__ = ["MAX_FILE_BYTES", "FileCache", "FileText"]
+
+#: Files larger than this are not read as text: hashing every line of a huge generated
+#: file would cost seconds and memory, and nobody cites one. Citations of such a file
+#: are ``unverifiable`` (when it changed) and refused at store time.
+MAX_FILE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -87,6 +97,8 @@ class FileCache:
         self.source = source
         self._files: dict[str, FileText | None] = {}
         self._max = max_files
+        self._failed: dict[str, SourceUnavailable | NotFound] = {}  # blob -> why unread
+        self._not_text: dict[str, str] = {}  # blob -> why it is not compared as text
 
     def prefetch(self, blob_shas: Iterable[str]) -> None:
         """Have the source read these blobs together, when it can (``BatchReader``):
@@ -97,13 +109,37 @@ class FileCache:
                 self.source.read_blobs(sha for sha in blob_shas if sha not in self._files)
 
     def get(self, blob_sha: str) -> FileText | None:
-        """The file's text, or None when it is binary or not UTF-8.
+        """The file's text, or None when it is too large, binary or not UTF-8 (then
+        ``not_text`` says which).
 
-        Raises ``SourceUnavailable`` when the source cannot be read."""
+        Raises ``SourceUnavailable`` when the source cannot be read, ``NotFound`` when
+        it does not have the blob; either is raised again, unasked, for the rest of
+        the run."""
         if blob_sha in self._files:
             return self._files[blob_sha]
-        data = self.source.read_blob(blob_sha)
+        failed = self._failed.get(blob_sha)
+        if failed is not None:
+            raise failed.with_traceback(None)
+        try:
+            data = self.source.read_blob(blob_sha)
+        except (SourceUnavailable, NotFound) as exc:
+            self._failed[blob_sha] = exc
+            raise
         if len(self._files) >= self._max:
             self._files.pop(next(iter(self._files)))
-        file = self._files[blob_sha] = FileText.from_bytes(blob_sha, data)
+        if len(data) > MAX_FILE_BYTES:
+            file = None
+            self._not_text[blob_sha] = (f"is {len(data) / 2**20:.1f} MiB, larger than the "
+                                        f"{MAX_FILE_BYTES // 2**20} MiB verified-memory reads")
+        else:
+            file = FileText.from_bytes(blob_sha, data)
+            if file is None:
+                self._not_text[blob_sha] = ("is binary" if b"\x00" in data[:8192]
+                                            else "is not UTF-8 text")
+        self._files[blob_sha] = file
         return file
+
+    def not_text(self, blob_sha: str) -> str | None:
+        """Why a blob read earlier is not compared as text ("is binary", "is not UTF-8
+        text", "is 40.0 MiB, larger than ..."), or None."""
+        return self._not_text.get(blob_sha)

@@ -12,6 +12,13 @@ Each citation climbs the ladder of docs/ARCHITECTURE.md until a step decides:
    the cited lines survive at one place but not all of them;
 6. the source could not be read: ``unverifiable``, which is no verdict at all.
 
+Faults stay with the citation they hit: a blob the repository lacks (a shallow or
+partial clone), a cited file that grew past ``MAX_FILE_BYTES`` or is no longer UTF-8
+make that citation ``unverifiable`` (a path that became a symbolic link, a submodule or
+a directory is ``missing``, saying so), and the pass goes on. Within a pass's time
+budget (``verified_memory.budget``) each citation first checks the deadline: once it
+is spent, the rest of the pass is ``unverifiable``, saying it was not checked and why.
+
 The verifier compares stored claims (hashes) against freshly derived truth (the code
 at the revision); it never trusts a place just because the path still exists, nor
 lines just because they read the same: the ``Locator`` may ask whether they are the
@@ -23,10 +30,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Container, Mapping, Sequence
 
+from verified_memory import budget as budgets
 from verified_memory.anchors.hashing import BLANK
-from verified_memory.errors import SourceUnavailable
+from verified_memory.errors import NotFound, SourceUnavailable
 from verified_memory.models import Citation, CitationCheck, Location, Outcome
-from verified_memory.sources.base import CodeSource
+from verified_memory.sources.base import CodeSource, DescribesEntries
 from verified_memory.verify.files import FileCache, FileText
 
 __all__ = [
@@ -138,11 +146,16 @@ class Verifier:
         self.source = source
         self.files = FileCache(source)
         self.locator = locator
+        self._unread_trees: dict[str, SourceUnavailable] = {}  # asked once per run
 
     def check(self, citations: Sequence[Citation], revision: str) -> list[CitationCheck]:
         try:
+            failed = self._unread_trees.get(revision)
+            if failed is not None:
+                raise failed.with_traceback(None)
             tree = self.source.tree(revision)
         except SourceUnavailable as exc:
+            self._unread_trees[revision] = exc
             return [_unverifiable(c, exc) for c in citations]
         return [self.check_one(c, revision, tree) for c in citations]
 
@@ -150,9 +163,14 @@ class Verifier:
         self, citation: Citation, revision: str, tree: Mapping[str, str]
     ) -> CitationCheck:
         try:
+            budget = budgets.current()
+            if budget is not None:
+                budget.check()
             return self._climb(citation, revision, tree)
         except SourceUnavailable as exc:
             return _unverifiable(citation, exc)
+        except NotFound as exc:  # an object the tree names is not there: no verdict
+            return _unverifiable(citation, exc, " (a shallow or partial clone lacks it?)")
 
     def _climb(self, c: Citation, revision: str, tree: Mapping[str, str]) -> CitationCheck:
         blob = tree.get(c.path)
@@ -160,6 +178,13 @@ class Verifier:
             return CitationCheck(c, Outcome.VALID, c.location, blob, 1.0, step=1,
                                  detail="file unchanged")
         file = self.files.get(blob) if blob is not None else None
+        unreadable = self.files.not_text(blob) if blob is not None and file is None else None
+        if unreadable is not None and unreadable != "is binary":
+            # Too large, or text in another encoding: the code may well be there, but it
+            # cannot be compared. That is no verdict.
+            return CitationCheck(c, Outcome.UNVERIFIABLE, None, blob, None, step=6,
+                                 detail=f"{c.path} {unreadable} at {revision[:12]}: "
+                                        "it cannot be compared")
         locator = self.locator or _PLAIN
         if file is not None:
             here = file.hashes[c.line_start - 1 : c.line_end]
@@ -189,7 +214,12 @@ class Verifier:
                                  detail="the cited code is no longer in the file")
         if blob is not None:
             return CitationCheck(c, Outcome.MISSING, None, blob, 0.0, step=5,
-                                 detail="the file is no longer text")
+                                 detail=f"{c.path} {unreadable or 'is not text'} now")
+        kind = (self.source.entry_kind(revision, c.path)
+                if isinstance(self.source, DescribesEntries) else None)
+        if kind is not None:  # never followed: it could lead out of the repository
+            return CitationCheck(c, Outcome.MISSING, None, None, 0.0, step=5,
+                                 detail=f"{c.path} is {kind} at {revision[:12]}, not a file")
         return CitationCheck(c, Outcome.MISSING, None, None, 0.0, step=5,
                              detail=f"{c.path} does not exist at {revision[:12]}")
 
@@ -235,6 +265,6 @@ class Locator:
 _PLAIN = Locator()
 
 
-def _unverifiable(citation: Citation, exc: Exception) -> CitationCheck:
+def _unverifiable(citation: Citation, exc: Exception, hint: str = "") -> CitationCheck:
     return CitationCheck(citation, Outcome.UNVERIFIABLE, None, None, None, step=6,
-                         detail=f"could not read the code: {exc}")
+                         detail=f"could not read the code: {exc}{hint}")

@@ -15,7 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from verified_memory.errors import NotFound, SourceUnavailable, ValidationError
+from verified_memory.errors import (
+    CredentialsRejected,
+    NotFound,
+    SourceUnavailable,
+    ValidationError,
+)
 from verified_memory.models import Scope
 from verified_memory.sources.base import CodeSource, MainLine
 
@@ -77,10 +82,13 @@ def pass_scope(source: CodeSource, ref: str, *, apply: bool | None = None,
     be on the main line (an explicit apply after a merge). ``branch`` names the main
     line (configured), else the source finds the default branch.
 
-    Raises ``NotFound`` for an unknown ``ref`` and ``ValidationError`` for an explicit
-    apply off the main line; a source that cannot be read gives a view."""
+    Raises ``NotFound`` for an unknown ``ref``, ``ValidationError`` for an explicit
+    apply off the main line, and ``CredentialsRejected`` (an error, not an answer that
+    could read as checked); a source that cannot be read otherwise gives a view."""
     try:
         revision = source.resolve(ref)
+    except CredentialsRejected:
+        raise
     except SourceUnavailable as exc:
         return PassScope(Scope.VIEW, ref, ref, f"could not read {ref} ({exc})")
     label = _label(ref, revision)
@@ -97,6 +105,8 @@ def pass_scope(source: CodeSource, ref: str, *, apply: bool | None = None,
         # Asked at the main line by its name: one resolution (a request, on GitHub).
         tip = (None if main is None else revision if ref in (main.ref, main.name)
                else source.resolve(main.ref))
+    except CredentialsRejected:
+        raise
     except (NotFound, SourceUnavailable) as exc:
         if apply:
             return PassScope(Scope.VERDICT, ref, revision, f"explicit apply at {label} (the "

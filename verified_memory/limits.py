@@ -1,0 +1,88 @@
+"""Input limits, in one place (the README's "Limits" section lists them).
+
+What a memory may hold is checked where memories are parsed (``models``: subject,
+fact, reason, tags, citations per memory, lines per citation), at every entry point
+alike; this module holds the limits on raw input (a line of ``vmem citations check``
+or ``vmem db import``, a memory on stdin) and the readers that enforce them without
+first reading an endless line into memory, and it refuses JSON nested deeper than a
+memory ever is, with one clear line instead of a ``RecursionError``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import IO, Any
+
+from verified_memory.errors import ValidationError
+from verified_memory.models import (
+    CITATION_LINES_MAX,
+    CITATIONS_MAX,
+    FACT_MAX,
+    SUBJECT_MAX,
+    TAG_MAX,
+    TAGS_MAX,
+)
+
+__all__ = [
+    "CHECK_LINE_MAX",
+    "CITATIONS_MAX",
+    "CITATION_LINES_MAX",
+    "FACT_MAX",
+    "IMPORT_LINE_MAX",
+    "SUBJECT_MAX",
+    "TAGS_MAX",
+    "TAG_MAX",
+    "bounded_lines",
+    "load_json",
+    "read_bounded",
+    "too_long",
+]
+
+#: Characters in one input line of ``vmem citations check`` (a citation is ~200).
+CHECK_LINE_MAX = 64 * 1024
+#: Characters in one line of ``vmem db import`` (a memory at every limit above takes
+#: about 1.8 million), and in a memory given as JSON on stdin.
+IMPORT_LINE_MAX = 4 * 1024 * 1024
+
+_CHUNK = 64 * 1024
+
+
+def bounded_lines(stream: IO[str], limit: int) -> Iterator[str]:
+    """The lines of ``stream``, each cut to at most ``limit + 1`` characters: the rest
+    of a longer line is read in chunks and dropped, so memory stays bounded, and the
+    reader can tell the line was too long (``too_long``)."""
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith("\n"):
+            while True:  # drop the rest of the overlong line
+                rest = stream.readline(_CHUNK)
+                if not rest or rest.endswith("\n"):
+                    break
+        yield line
+
+
+def too_long(line: str, limit: int) -> bool:
+    """Whether a line from ``bounded_lines`` exceeded ``limit`` (its newline not counted)."""
+    return len(line.rstrip("\r\n")) > limit
+
+
+def read_bounded(stream: IO[str], limit: int, what: str) -> str:
+    """All of ``stream``, refused with ``ValidationError`` past ``limit`` characters."""
+    text = stream.read(limit + 1)
+    if len(text) > limit:
+        raise ValidationError(f"{what} is longer than {limit:,} characters (the limit)")
+    return text
+
+
+def load_json(text: str, where: str) -> Any:
+    """``json.loads``, with every failure a ``ValidationError`` naming ``where``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} "
+                              f"column {exc.colno}") from None
+    except RecursionError:
+        raise ValidationError(f"{where} is JSON nested too deeply") from None
