@@ -74,7 +74,7 @@ class Settings:
         )
 
     def __repr__(self) -> str:  # never print secrets
-        return f"Settings(database_url={_redact(self.database_url)!r}, actor={self.actor!r})"
+        return f"Settings(database_url={redact(self.database_url)!r}, actor={self.actor!r})"
 
 
 # --------------------------------------------------------------------------- secrets
@@ -172,7 +172,6 @@ def scrub(text: str, url: str) -> str:
     return text
 
 
-_redact = redact  # the name the stores import
 
 
 def time_limit(value: str | float | None, where: str, default: float) -> float:

@@ -24,13 +24,13 @@ import re
 import subprocess
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import IO
 
+from verified_memory.cache import BoundedCache
 from verified_memory.errors import NotFound, SourceUnavailable
 from verified_memory.sources.base import ClosingSource, MainLine, Rename
 
@@ -162,8 +162,8 @@ def check_ref(ref: object, where: Path | str) -> str:
     return ref
 
 
-class MemoryBlobCache:
-    """A bounded map blob sha -> bytes, least recently used first out.
+class MemoryBlobCache(BoundedCache[str, bytes]):
+    """Blob sha -> bytes, at most ``max_bytes`` of them, least recently used first out.
 
     Blobs are immutable, so an entry never goes stale; the bound only keeps a
     long-lived server's memory in check. A blob larger than the whole budget is
@@ -171,36 +171,8 @@ class MemoryBlobCache:
     """
 
     def __init__(self, max_bytes: int = _DEFAULT_CACHE_BYTES) -> None:
+        super().__init__(max_weight=max_bytes, weigh=len)
         self.max_bytes = max_bytes
-        self._data: OrderedDict[str, bytes] = OrderedDict()
-        self._size = 0
-        self._lock = threading.Lock()
-
-    def get(self, sha: str) -> bytes | None:
-        with self._lock:
-            data = self._data.get(sha)
-            if data is not None:
-                self._data.move_to_end(sha)
-            return data
-
-    def put(self, sha: str, data: bytes) -> None:
-        if len(data) > self.max_bytes:
-            return
-        with self._lock:
-            if sha in self._data:
-                self._data.move_to_end(sha)
-                return
-            self._data[sha] = data
-            self._size += len(data)
-            while self._size > self.max_bytes:
-                _, dropped = self._data.popitem(last=False)
-                self._size -= len(dropped)
-
-    def __contains__(self, sha: object) -> bool:
-        return sha in self._data
-
-    def __len__(self) -> int:
-        return len(self._data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,10 +293,11 @@ class LocalGitSource(ClosingSource):
         self._lock = threading.Lock()  # guards the cat-file pipe (and blob read-once)
         self._catfile = _CatFile(self.path)
         self._blobs = MemoryBlobCache(cache_bytes)
-        self._trees: OrderedDict[str, Mapping[str, str]] = OrderedDict()
-        self._special: OrderedDict[str, dict[str, str]] = OrderedDict()  # links, submodules
+        self._trees: BoundedCache[str, Mapping[str, str]] = BoundedCache(_MAX_CACHED_TREES)
+        # What the trees leave out: symbolic links, submodules.
+        self._special: BoundedCache[str, dict[str, str]] = BoundedCache(_MAX_CACHED_TREES)
         self._renames: dict[tuple[str, str], tuple[Rename, ...]] = {}
-        self._cache_lock = threading.Lock()  # guards _trees and _renames
+        self._cache_lock = threading.Lock()  # guards _renames, _main_lines and _contained
         self._main_lines: dict[str | None, MainLine | None] = {}
         self._contained: dict[tuple[str, str], bool] = {}  # (commit, tip) -> contained
 
@@ -395,29 +368,21 @@ class LocalGitSource(ClosingSource):
         Symlinks (mode 120000) and submodules (160000) are left out: neither has lines
         of code in this repository that a citation could point at.
         """
-        with self._cache_lock:
-            cached = self._trees.get(revision)
+        cached = self._trees.get(revision)
         if cached is not None:
             return cached
         commit = self.resolve(revision)
-        with self._cache_lock:
-            cached = self._trees.get(commit)
+        cached = self._trees.get(commit)
         if cached is not None:
             return cached
-        files = MappingProxyType(self._ls_tree(commit))
-        with self._cache_lock:
-            cached = self._trees.setdefault(commit, files)
-            while len(self._trees) > _MAX_CACHED_TREES:
-                self._trees.popitem(last=False)
-        return cached
+        return self._trees.put(commit, MappingProxyType(self._ls_tree(commit)))
 
     def entry_kind(self, revision: str, path: str) -> str | None:
         """What ``path`` is at ``revision`` when the tree leaves it out: 'a symbolic
         link', 'a submodule', 'a directory'; None when it is a file or nothing."""
         commit = revision if FULL_SHA.fullmatch(revision) else self.resolve(revision)
         files = self.tree(commit)
-        with self._cache_lock:
-            special = self._special.get(commit, {})
+        special = self._special.get(commit) or {}
         if path in special:
             return special[path]
         prefix = path.rstrip("/") + "/"
@@ -492,10 +457,7 @@ class LocalGitSource(ClosingSource):
             )
         special: dict[str, str] = {}
         files = parse_ls_tree(proc.stdout, special)
-        with self._cache_lock:
-            self._special[commit] = special
-            while len(self._special) > _MAX_CACHED_TREES:
-                self._special.popitem(last=False)
+        self._special.put(commit, special)
         return files
 
 

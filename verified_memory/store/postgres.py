@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from verified_memory.config import _redact, scrub
+from verified_memory.config import redact, scrub
 from verified_memory.errors import (
     Conflict,
     MissingDependency,
@@ -264,7 +264,7 @@ class PostgresStore(ClosingStore):
         )
 
     def __repr__(self) -> str:
-        return f"PostgresStore({_redact(self.url)!r})"
+        return f"PostgresStore({redact(self.url)!r})"
 
     # ------------------------------------------------------------------ writes
 
@@ -451,7 +451,7 @@ class PostgresStore(ClosingStore):
         except PoolTimeout as exc:
             raise StoreError(
                 f"no database connection became available while {action} "
-                f"({_redact(self.url)}): {scrub(str(exc), self.url)}"
+                f"({redact(self.url)}): {scrub(str(exc), self.url)}"
             ) from exc
         except PoolClosed as exc:
             raise StoreError(f"{self!r} is closed") from exc
@@ -483,7 +483,7 @@ class PostgresStore(ClosingStore):
         sqlstate = getattr(exc, "sqlstate", None)
         if sqlstate is None:  # no server answer: could not connect, or the link broke
             return StoreError(
-                f"cannot reach the database {_redact(self.url)} while {action}: "
+                f"cannot reach the database {redact(self.url)} while {action}: "
                 f"{message.strip()}"
             )
         return translate_sqlstate(sqlstate, message.strip(), action)
