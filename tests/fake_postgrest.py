@@ -294,6 +294,10 @@ def _filter(column: str, value: str) -> tuple[sql.Composable, list[Any]]:
         if not (operand.startswith("(") and operand.endswith(")")):
             raise _ApiError(400, "PGRST100", f"in. needs (a,b,...), got {operand!r}")
         return sql.SQL("{}::text = any(%s)").format(target), [_split_list(operand[1:-1])]
+    if op == "cs":  # an array column contains every element of {a,b,...}
+        if not (operand.startswith("{") and operand.endswith("}")):
+            raise _ApiError(400, "PGRST100", f"cs. needs {{a,b,...}}, got {operand!r}")
+        return sql.SQL("{} @> %s::text[]").format(target), [_split_list(operand[1:-1])]
     raise _ApiError(400, "PGRST100", f"operator {op!r} is not faked")
 
 

@@ -485,6 +485,7 @@ def test_eight_processes_writing_at_once_lose_nothing(pg_url: str) -> None:
             "pending": 0,
             "invalid": 0,
             "superseded": WORKERS * per_kind,
+            "expired": 0,
         }
         assert stats.events == {
             "applied": WORKERS * per_kind,

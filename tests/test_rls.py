@@ -172,7 +172,8 @@ def test_a_tenant_reads_nothing_of_others_through_the_functions(
                     THEIRS) == 0
         assert _one(conn, "select agent_memory_json('b0')") is None
         stats = _one(conn, "select agent_memory_stats(%s)", THEIRS)
-        assert stats["by_status"] == {"active": 0, "pending": 0, "invalid": 0, "superseded": 0}
+        assert stats["by_status"] == {"active": 0, "pending": 0, "invalid": 0, "superseded": 0,
+                                      "expired": 0}
         assert stats["events"] == {}
         assert stats["citations"] == 0
         assert _one(conn, "select agent_memory_stats(%s)", MINE)["by_status"]["active"] == 3

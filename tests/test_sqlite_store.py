@@ -544,7 +544,46 @@ def test_two_processes_superseding_one_memory_get_one_winner(db_path: Path) -> N
             assert retired.superseded_by == f"{old.id}-by-{winner}"
             assert store.get(f"{old.id}-by-{winner}").supersedes == old.id
         assert store.stats(REPO).by_status == {
-            "active": races, "pending": 0, "invalid": 0, "superseded": races,
+            "active": races, "pending": 0, "invalid": 0, "superseded": races, "expired": 0,
         }
     finally:
         store.close()
+
+
+def test_a_store_made_before_the_quality_columns_migrates_in_place(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Migration 4 widens the status check of migration 1 (SQLite cannot alter one) and
+    adds the quality columns; what was stored before keeps every field."""
+    from verified_memory.store import sqlite as sqlite_module
+
+    path = tmp_path / "old.db"
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[:3])
+    SQLiteStore(path).close()  # the schema as version 3 left it
+    conn = sqlite3.connect(path)
+    with conn:  # a memory as version 3 wrote it
+        conn.execute(
+            "INSERT INTO agent_memory (id, repo, subject, fact, status, created_at, "
+            "refreshed_at) VALUES ('before', 'acme/api', 's', 'f', 'active', "
+            "'2026-01-01T00:00:00.000000+00:00', '2026-02-01T00:00:00.000000+00:00')")
+        conn.execute(
+            "INSERT INTO agent_memory_citation (memory_id, position, repo, path, line_start, "
+            "line_end, snippet_hash) VALUES ('before', 0, 'acme/api', 'a.py', 1, 2, 'ab')")
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK"):  # no expired yet
+            conn.execute("UPDATE agent_memory SET status = 'expired' WHERE id = 'before'")
+    conn.close()
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS)
+    with SQLiteStore(path) as new:
+        before = new.get("before")
+        assert before.used_at == before.refreshed_at  # last used: when last refreshed
+        assert (before.success_count, before.failure_count, before.promoted_to) == (0, 0, None)
+        assert new.apply([Transition("before", status=Status.EXPIRED)]) == [True]
+        assert new.get("before").status is Status.EXPIRED
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK"):  # still no odd status
+            conn.execute("UPDATE agent_memory SET status = 'bogus' WHERE id = 'before'")
+        versions = [v for (v,) in conn.execute("SELECT version FROM schema_migrations")]
+        assert versions == [m[0] for m in MIGRATIONS]
+    finally:
+        conn.close()

@@ -132,6 +132,10 @@ MEMORY_WIRE = {
     "verified_commit": None,
     "invalid_reason": None,
     "verified_ref": None,
+    "success_count": 0,
+    "failure_count": 0,
+    "used_at": None,
+    "promoted_to": None,
     "citations": [{
         "path": "src/app.py", "line_start": 10, "line_end": 12, "sha": "a" * 40,
         "blob_sha": "b" * 40, "snippet_hash": "00000000000000aa",
@@ -185,12 +189,13 @@ def test_apply_sends_the_batch_and_reads_which_were_applied(store: SupabaseStore
         {"memory_id": "m1", "expect": "active", "status": "invalid", "invalid_reason": "gone",
          "refreshed_at": "2026-03-01T09:30:00.000000+00:00", "verified_commit": None,
          "verified_ref": None, "unconfirm": False, "citations": None, "add_verifications": 1,
-         "add_applications": 0,
-         "events": [{**EVENT_WIRE, "kind": "invalidated"}]},
+         "add_applications": 0, "add_successes": 0, "add_failures": 0, "used_at": None,
+         "promoted_to": None, "events": [{**EVENT_WIRE, "kind": "invalidated"}]},
         {"memory_id": "m2", "expect": "pending", "status": None, "invalid_reason": None,
          "refreshed_at": None, "verified_commit": None, "verified_ref": None,
          "unconfirm": False, "citations": None,
-         "add_verifications": 0, "add_applications": 0, "events": []},
+         "add_verifications": 0, "add_applications": 0, "add_successes": 0,
+         "add_failures": 0, "used_at": None, "promoted_to": None, "events": []},
     ]}
 
 
@@ -284,7 +289,7 @@ def test_search_sends_the_terms_every_store_uses(store: SupabaseStore, http: Rec
     assert store.search(REPO, "Session.request  retr", limit=7) == [_memory()]
     assert http.calls() == [("POST", "/rest/v1/rpc/agent_memory_search", [("limit", "7")],
                              {"p_repo": REPO, "p_terms": ["session", "request", "retr"],
-                              "p_limit": 7})]
+                              "p_limit": 7, "p_category": None, "p_tag": None})]
 
 
 def test_by_path_sends_the_line_window(store: SupabaseStore, http: Recorder) -> None:
@@ -294,10 +299,10 @@ def test_by_path_sends_the_line_window(store: SupabaseStore, http: Recorder) -> 
     assert [(path, params, body) for _, path, params, body in http.calls()] == [
         ("/rest/v1/rpc/agent_memory_by_path", [("limit", "10")],
          {"p_repo": REPO, "p_path": "src/app.py", "p_line_start": 3, "p_line_end": 9,
-          "p_limit": 10}),
+          "p_limit": 10, "p_category": None, "p_tag": None}),
         ("/rest/v1/rpc/agent_memory_by_path", [("limit", "50")],
          {"p_repo": REPO, "p_path": "src/app.py", "p_line_start": None, "p_line_end": None,
-          "p_limit": 50}),
+          "p_limit": 50, "p_category": None, "p_tag": None}),
     ]
 
 
@@ -319,7 +324,8 @@ def test_stats_and_repos(store: SupabaseStore, http: Recorder) -> None:
         httpx.Response(200, json=[{"repo": "acme/api"}, {"repo": "acme/web"}]),
     )
     stats = store.stats(REPO)
-    assert stats.by_status == {"active": 2, "pending": 0, "invalid": 1, "superseded": 0}
+    assert stats.by_status == {"active": 2, "pending": 0, "invalid": 1, "superseded": 0,
+                               "expired": 0}
     assert stats.events == {"created": 3}
     assert stats.citations == 4
     assert store.repos() == ["acme/api", "acme/web"]

@@ -45,6 +45,15 @@ __all__ = [
     "validate_repo",
 ]
 
+#: Promotion by feedback (seed 000): applied at least this often, with at least this
+#: share of its feedback a success, a memory is "validated": a promotion candidate.
+VALIDATED_MIN_APPLIED = 3
+VALIDATED_MIN_SUCCESS = 0.9
+#: A poor performer: at least this much feedback, under this share of it a success.
+#: Left out of context and flagged.
+POOR_MIN_FEEDBACK = 4
+POOR_MAX_SUCCESS = 0.5
+
 SUBJECT_MAX = 200
 FACT_MAX = 20_000  # also the limit of a reason
 CITATIONS_MAX = 50
@@ -61,9 +70,10 @@ def utcnow() -> datetime:
 
 class Status(StrEnum):
     ACTIVE = "active"
-    PENDING = "pending"
+    PENDING = "pending"  # a category that needs approval: never injected until approved
     INVALID = "invalid"
     SUPERSEDED = "superseded"
+    EXPIRED = "expired"  # unused for too long: not injected; comes back when verified and used
 
 
 class Outcome(StrEnum):
@@ -129,6 +139,12 @@ class EventKind(StrEnum):
     SUPERSEDED = "superseded"
     APPLIED = "applied"
     FEEDBACK = "feedback"
+    # Quality: approval of pending categories, promotion by feedback, decay.
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    VALIDATED = "validated"  # applied often enough with enough success: a promotion candidate
+    PROMOTED = "promoted"  # written into a rules file by a person
+    EXPIRED = "expired"
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,6 +396,37 @@ class Memory:
     verified_commit: str | None = None  # where the last verdict on the main line was made
     invalid_reason: str | None = None
     verified_ref: str | None = None  # the main line's name then (None: never judged there)
+    #: Feedback after use: whether applying the memory helped (``memory_feedback``).
+    success_count: int = 0
+    failure_count: int = 0
+    #: Last time someone used it: stored, approved, refreshed by request, applied. Not a
+    #: verification pass (a memory that is only ever verified still decays).
+    used_at: datetime | None = None
+    promoted_to: str | None = None  # the rules file it was promoted into
+
+    @property
+    def feedback_count(self) -> int:
+        return self.success_count + self.failure_count
+
+    @property
+    def success_rate(self) -> float | None:
+        """Share of feedback that said applying it helped (None: no feedback yet)."""
+        return self.success_count / self.feedback_count if self.feedback_count else None
+
+    @property
+    def validated(self) -> bool:
+        """Applied often, and it helped (the promotion rule of seed 000; a conflict with
+        another memory is checked where the promotion queue is made)."""
+        rate = self.success_rate
+        return (self.status is Status.ACTIVE and self.applied_count >= VALIDATED_MIN_APPLIED
+                and rate is not None and rate >= VALIDATED_MIN_SUCCESS)
+
+    @property
+    def poor(self) -> bool:
+        """Applying it mostly did not help: flagged, and left out of context."""
+        rate = self.success_rate
+        return (self.status is Status.ACTIVE and self.feedback_count >= POOR_MIN_FEEDBACK
+                and rate is not None and rate < POOR_MAX_SUCCESS)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -402,6 +449,10 @@ class Memory:
             "verified_commit": self.verified_commit,
             "verified_ref": self.verified_ref,
             "invalid_reason": self.invalid_reason,
+            "success_count": self.success_count,
+            "failure_count": self.failure_count,
+            "used_at": self.used_at.isoformat() if self.used_at else None,
+            "promoted_to": self.promoted_to,
         }
 
     @classmethod
@@ -426,6 +477,10 @@ class Memory:
             verified_commit=data.get("verified_commit"),
             invalid_reason=data.get("invalid_reason"),
             verified_ref=data.get("verified_ref"),
+            success_count=int(data.get("success_count", 0)),
+            failure_count=int(data.get("failure_count", 0)),
+            used_at=datetime.fromisoformat(data["used_at"]) if data.get("used_at") else None,
+            promoted_to=data.get("promoted_to"),
         )
 
 
@@ -486,7 +541,18 @@ class Transition:
     citations: tuple[Citation, ...] | None = None
     add_verifications: int = 0
     add_applications: int = 0
+    add_successes: int = 0
+    add_failures: int = 0
+    used_at: datetime | None = None
+    promoted_to: str | None = None
     events: tuple[TelemetryEvent, ...] = ()
+
+    def check(self) -> None:
+        """Refuse (``ValidationError``) a transition no store may apply: counters only
+        grow. Every store calls it before writing anything."""
+        if min(self.add_verifications, self.add_applications, self.add_successes,
+               self.add_failures) < 0:
+            raise ValidationError(f"transition of memory {self.memory_id}: counters only grow")
 
     def apply_to(self, memory: Memory) -> Memory:
         """``memory`` as a store leaves it after this transition (the store's part is
@@ -516,6 +582,10 @@ class Transition:
             citations=memory.citations if self.citations is None else self.citations,
             verification_count=memory.verification_count + self.add_verifications,
             applied_count=memory.applied_count + self.add_applications,
+            success_count=memory.success_count + self.add_successes,
+            failure_count=memory.failure_count + self.add_failures,
+            used_at=memory.used_at if self.used_at is None else self.used_at,
+            promoted_to=memory.promoted_to if self.promoted_to is None else self.promoted_to,
         )
 
 
@@ -609,6 +679,8 @@ class RepoStats:
     #: Active memories never judged on the main line: stored on a branch (judged once
     #: merged), re-cited, or new since the last verification at the main line's tip.
     unconfirmed: int = 0
+    validated: int = 0  # active promotion candidates (``Memory.validated``)
+    poor: int = 0  # active poor performers (``Memory.poor``)
 
     @property
     def total(self) -> int:
@@ -629,6 +701,8 @@ class RepoStats:
             "events": dict(self.events),
             "citations": self.citations,
             "unconfirmed": self.unconfirmed,
+            "validated": self.validated,
+            "poor": self.poor,
             "invalidation_rate": self.invalidation_rate,
         }
 

@@ -782,11 +782,74 @@ def test_stats_counts_statuses_events_and_active_citations(store: MemoryStore) -
     stats = store.stats(REPO)
 
     assert stats.repo == REPO
-    assert dict(stats.by_status) == {"active": 2, "pending": 0, "invalid": 1, "superseded": 0}
+    assert dict(stats.by_status) == {"active": 2, "pending": 0, "invalid": 1, "superseded": 0,
+                                     "expired": 0}
     assert dict(stats.events) == {"created": 2, "verified_invalid": 1, "verified_valid": 2}
     assert stats.citations == 3
     assert stats.invalidation_rate == pytest.approx(1 / 3)
     assert stats.unconfirmed == 2  # active, never judged on the main line
+
+
+def test_quality_counts_follow_the_memory_rules(store: MemoryStore) -> None:
+    # validated: applied 3+ times, 90 %+ of its feedback a success; poor: 4+ feedbacks,
+    # under 50 % success (Memory.validated / Memory.poor; the SQL stores count alike).
+    shapes = {
+        "validated": (3, 9, 1), "not applied enough": (2, 5, 0), "too few successes": (3, 8, 2),
+        "poor": (4, 1, 3), "no feedback": (5, 0, 0),
+    }
+    made = {}
+    for name, (applied, successes, failures) in shapes.items():
+        m = mem(subject=name)
+        store.add(m)
+        store.apply([Transition(m.id, add_applications=applied, add_successes=successes,
+                                add_failures=failures, used_at=at(5),
+                                promoted_to="AGENTS.md" if name == "validated" else None)])
+        made[name] = store.get(m.id)
+    assert made["validated"].validated
+    assert (made["validated"].success_count, made["validated"].failure_count) == (9, 1)
+    assert made["validated"].used_at == at(5)
+    assert made["validated"].promoted_to == "AGENTS.md"
+    assert [n for n, m in made.items() if m.validated] == ["validated"]
+    assert [n for n, m in made.items() if m.poor] == ["poor"]
+    stats = store.stats(REPO)
+    assert (stats.validated, stats.poor) == (1, 1)
+    with pytest.raises(ValidationError, match="counters only grow"):
+        store.apply([Transition(made["poor"].id, add_failures=-1)])
+
+
+def test_expired_is_a_status_of_its_own(store: MemoryStore) -> None:
+    kept, gone = mem(minutes=1), mem(minutes=2)
+    store.add(kept)
+    store.add(gone)
+    assert store.apply([Transition(gone.id, status=Status.EXPIRED,
+                                   events=(event(EventKind.EXPIRED, gone.id),))]) == [True]
+    assert ids(store.recent(REPO)) == [kept.id]
+    assert ids(store.recent(REPO, status=Status.EXPIRED)) == [gone.id]
+    assert store.stats(REPO).by_status["expired"] == 1
+    assert store.apply([Transition(gone.id, expect=Status.EXPIRED, status=Status.ACTIVE,
+                                   used_at=at(9))]) == [True]
+    assert store.get(gone.id).status is Status.ACTIVE
+
+
+def test_listings_filter_by_category_and_tag_before_the_limit(store: MemoryStore) -> None:
+    rule = mem("fiscal year rule", "the fiscal year starts in April", minutes=1,
+               category="business_rule", tags=("finance",),
+               citations=(cite("src/app.py", 1, 3),))
+    style = mem("naming rule", "the fiscal code uses snake case", minutes=2,
+                category="convention", tags=("style", "finance"),
+                citations=(cite("src/app.py", 2, 4),))
+    other = mem("fiscal naming", "fiscal helpers live in fiscal.py", minutes=3,
+                category="convention", citations=(cite("src/app.py", 3, 5),))
+    for m in (rule, style, other):
+        store.add(m)
+    assert ids(store.recent(REPO, category="convention")) == [other.id, style.id]
+    assert ids(store.recent(REPO, tag="finance")) == [style.id, rule.id]
+    assert ids(store.recent(REPO, category="convention", tag="finance", limit=1)) == [style.id]
+    assert ids(store.search(REPO, "fiscal", category="business_rule")) == [rule.id]
+    assert set(ids(store.search(REPO, "fiscal", tag="finance"))) == {rule.id, style.id}
+    assert ids(store.by_path(REPO, "src/app.py", category="convention", limit=1)) == [other.id]
+    assert ids(store.by_path(REPO, "src/app.py", tag="style")) == [style.id]
+    assert store.recent(REPO, tag="nobody") == []
 
 
 def test_checked_events_are_kept_but_never_count_as_verdicts(store: MemoryStore) -> None:

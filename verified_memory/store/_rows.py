@@ -51,6 +51,7 @@ __all__ = [
     "event_from_row",
     "event_from_values",
     "event_values",
+    "kept_by",
     "memory_from_row",
     "memory_from_values",
     "memory_values",
@@ -86,6 +87,10 @@ MEMORY_COLUMNS = (
     "verified_commit",
     "invalid_reason",
     "verified_ref",
+    "success_count",
+    "failure_count",
+    "used_at",
+    "promoted_to",
 )
 
 #: Columns of ``agent_memory_citation`` in the order ``citation_values`` returns them.
@@ -199,6 +204,10 @@ def memory_values(memory: Memory) -> tuple[Any, ...]:
         memory.verified_commit,
         memory.invalid_reason,
         memory.verified_ref,
+        memory.success_count,
+        memory.failure_count,
+        time_to_text(memory.used_at) if memory.used_at is not None else None,
+        memory.promoted_to,
     )
 
 
@@ -251,7 +260,8 @@ def memory_from_values(values: Sequence[Any], citations: Sequence[Citation]) -> 
     """A memory from a row in ``MEMORY_COLUMNS`` order (the fast path)."""
     (memory_id, repo, subject, fact, reason, category, tags, status, supersedes,
      superseded_by, created_by, created_at, refreshed_at, verification_count,
-     applied_count, verified_commit, invalid_reason, verified_ref) = values
+     applied_count, verified_commit, invalid_reason, verified_ref, success_count,
+     failure_count, used_at, promoted_to) = values
     return Memory(
         id=memory_id,
         repo=repo,
@@ -272,7 +282,18 @@ def memory_from_values(values: Sequence[Any], citations: Sequence[Citation]) -> 
         verified_commit=verified_commit,
         invalid_reason=invalid_reason,
         verified_ref=verified_ref,
+        success_count=int(success_count or 0),
+        failure_count=int(failure_count or 0),
+        used_at=_time(used_at) if used_at is not None else None,
+        promoted_to=promoted_to,
     )
+
+
+def kept_by(memory: Memory, category: str | None, tag: str | None) -> bool:
+    """Whether a listing filtered by ``category`` and ``tag`` keeps ``memory`` (the rule
+    every store applies, here for the stores that filter in Python)."""
+    return ((category is None or memory.category == category)
+            and (tag is None or tag in memory.tags))
 
 
 def normalize_memory(memory: Memory) -> Memory:

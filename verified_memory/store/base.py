@@ -53,11 +53,15 @@ class MemoryStore(Protocol):
         """Memories in the order asked; ``NotFound`` naming the first unknown id."""
 
     def recent(
-        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE
+        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE,
+        category: str | None = None, tag: str | None = None,
     ) -> list[Memory]:
-        """Most recently refreshed first; ``status=None`` means any status."""
+        """Most recently refreshed first; ``status=None`` means any status. ``category``
+        and ``tag`` keep only memories of that category, or carrying that tag (in every
+        listing below too: filtered before the limit, by the store)."""
 
-    def search(self, repo: str, query: str, *, limit: int = 20) -> list[Memory]:
+    def search(self, repo: str, query: str, *, limit: int = 20, category: str | None = None,
+               tag: str | None = None) -> list[Memory]:
         """Active memories whose subject, fact or tags match ``query``, best first."""
 
     def by_path(
@@ -67,6 +71,8 @@ class MemoryStore(Protocol):
         *,
         lines: tuple[int, int] | None = None,
         limit: int = 50,
+        category: str | None = None,
+        tag: str | None = None,
     ) -> list[Memory]:
         """Active memories citing ``path`` (overlapping ``lines`` when given)."""
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
-from verified_memory.errors import Conflict, NotFound, StoreError, ValidationError
+from verified_memory.errors import Conflict, NotFound, StoreError
 from verified_memory.models import (
     EventKind,
     Memory,
@@ -30,6 +30,7 @@ from verified_memory.models import (
 from verified_memory.store._rows import (
     check_limit,
     check_lines,
+    kept_by,
     normalize_event,
     normalize_memory,
     query_terms,
@@ -97,8 +98,7 @@ class InMemoryStore:
         for t in transitions:
             if t.citations is not None:
                 validate_citations(t.citations, f"transition of memory {t.memory_id}")
-            if t.add_verifications < 0 or t.add_applications < 0:
-                raise ValidationError(f"transition of memory {t.memory_id}: counters only grow")
+            t.check()
             validate_events(t.events)
         with self._open():
             # Stage every change, then publish them together: all or nothing.
@@ -141,13 +141,15 @@ class InMemoryStore:
             return found
 
     def recent(
-        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE
+        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE,
+        category: str | None = None, tag: str | None = None,
     ) -> list[Memory]:
         bound = check_limit(limit)
         with self._open():
             chosen = [
                 m for m in self._memories.values()
                 if m.repo == repo and (status is None or m.status == status)
+                and kept_by(m, category, tag)
             ]
         return _newest_first(chosen)[:bound]
 
@@ -155,7 +157,8 @@ class InMemoryStore:
         with self._open():
             return sorted({m.repo for m in self._memories.values()})
 
-    def search(self, repo: str, query: str, *, limit: int = 20) -> list[Memory]:
+    def search(self, repo: str, query: str, *, limit: int = 20, category: str | None = None,
+               tag: str | None = None) -> list[Memory]:
         bound = check_limit(limit)
         terms = query_terms(query)
         if not terms:
@@ -163,7 +166,7 @@ class InMemoryStore:
         with self._open():
             candidates = [
                 m for m in self._memories.values()
-                if m.repo == repo and m.status is Status.ACTIVE
+                if m.repo == repo and m.status is Status.ACTIVE and kept_by(m, category, tag)
             ]
         scores = {m.id: s for m in candidates if (s := _score(m, terms)) > 0}
         matched = _newest_first([m for m in candidates if m.id in scores])
@@ -177,13 +180,16 @@ class InMemoryStore:
         *,
         lines: tuple[int, int] | None = None,
         limit: int = 50,
+        category: str | None = None,
+        tag: str | None = None,
     ) -> list[Memory]:
         bound = check_limit(limit)
         span = check_lines(lines)
         with self._open():
             chosen = [
                 m for m in self._memories.values()
-                if m.repo == repo and m.status is Status.ACTIVE and any(
+                if m.repo == repo and m.status is Status.ACTIVE and kept_by(m, category, tag)
+                and any(
                     c.path == path
                     and (span is None or (c.line_start <= span[1] and c.line_end >= span[0]))
                     for c in m.citations
@@ -224,6 +230,8 @@ class InMemoryStore:
             citations=citations,
             unconfirmed=sum(1 for m in memories
                             if m.status is Status.ACTIVE and m.verified_ref is None),
+            validated=sum(1 for m in memories if m.validated),
+            poor=sum(1 for m in memories if m.poor),
         )
 
     def close(self) -> None:

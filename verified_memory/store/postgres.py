@@ -125,8 +125,7 @@ def transition_payload(transition: Transition) -> dict[str, Any]:
     where = f"transition of memory {transition.memory_id}"
     if transition.citations is not None:
         validate_citations(transition.citations, where)
-    if transition.add_verifications < 0 or transition.add_applications < 0:
-        raise ValidationError(f"{where}: counters only grow")
+    transition.check()
     return {
         "memory_id": transition.memory_id,
         "expect": Status(transition.expect).value,
@@ -143,6 +142,10 @@ def transition_payload(transition: Transition) -> dict[str, Any]:
         else None,
         "add_verifications": transition.add_verifications,
         "add_applications": transition.add_applications,
+        "add_successes": transition.add_successes,
+        "add_failures": transition.add_failures,
+        "used_at": time_to_text(transition.used_at) if transition.used_at is not None else None,
+        "promoted_to": transition.promoted_to,
         "events": events_payload(transition.events),
     }
 
@@ -172,6 +175,8 @@ def stats_from_json(repo: str, data: Mapping[str, Any] | None) -> RepoStats:
     return RepoStats(
         repo=repo, by_status=by_status, events=events, citations=int(data.get("citations", 0)),
         unconfirmed=int(data.get("unconfirmed", 0)),
+        validated=int(data.get("validated", 0)),
+        poor=int(data.get("poor", 0)),
     )
 
 
@@ -334,28 +339,31 @@ class PostgresStore(ClosingStore):
         return [found[i] for i in ids]
 
     def recent(
-        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE
+        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE,
+        category: str | None = None, tag: str | None = None,
     ) -> list[Memory]:
         bound = check_limit(limit)
-        if status is None:
-            sql = ("select * from agent_memory_full where repo = %s "
-                   "order by refreshed_at desc, id limit %s")
-            params: tuple[Any, ...] = (repo, bound)
-        else:
-            sql = ("select * from agent_memory_full where repo = %s and status = %s "
-                   "order by refreshed_at desc, id limit %s")
-            params = (repo, Status(status).value, bound)
-        return [memory_from_json(r) for r in self._fetch("listing recent memories", sql, params)]
+        where, params = "repo = %s", [repo]
+        for clause, value in (("status = %s", None if status is None else Status(status).value),
+                              ("category = %s", category), ("%s = any(tags)", tag)):
+            if value is not None:
+                where += f" and {clause}"
+                params.append(value)
+        sql = (f"select * from agent_memory_full where {where} "
+               "order by refreshed_at desc, id limit %s")
+        return [memory_from_json(r) for r in self._fetch("listing recent memories", sql,
+                                                         (*params, bound))]
 
-    def search(self, repo: str, query: str, *, limit: int = 20) -> list[Memory]:
+    def search(self, repo: str, query: str, *, limit: int = 20, category: str | None = None,
+               tag: str | None = None) -> list[Memory]:
         bound = check_limit(limit)
         terms = query_terms(query)
         if not terms or bound == 0:
             return []
         rows = self._fetch(
             "searching memories",
-            "select * from agent_memory_search(%s, %s, %s)",
-            (repo, terms, bound),
+            "select * from agent_memory_search(%s, %s, %s, %s, %s)",
+            (repo, terms, bound, category, tag),
         )
         return [memory_from_json(r) for r in rows]
 
@@ -366,14 +374,16 @@ class PostgresStore(ClosingStore):
         *,
         lines: tuple[int, int] | None = None,
         limit: int = 50,
+        category: str | None = None,
+        tag: str | None = None,
     ) -> list[Memory]:
         bound = check_limit(limit)
         span = check_lines(lines)
         start, end = span if span is not None else (None, None)
         rows = self._fetch(
             "finding memories by path",
-            "select * from agent_memory_by_path(%s, %s, %s, %s, %s)",
-            (repo, path, start, end, bound),
+            "select * from agent_memory_by_path(%s, %s, %s, %s, %s, %s, %s)",
+            (repo, path, start, end, bound, category, tag),
         )
         return [memory_from_json(r) for r in rows]
 

@@ -33,13 +33,17 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from verified_memory.errors import Conflict, NotFound, StoreError, ValidationError
+from verified_memory.errors import Conflict, NotFound, StoreError
 from verified_memory.models import (
+    POOR_MAX_SUCCESS,
+    POOR_MIN_FEEDBACK,
+    VALIDATED_MIN_APPLIED,
+    VALIDATED_MIN_SUCCESS,
     Citation,
     EventKind,
     Memory,
@@ -71,13 +75,17 @@ from verified_memory.store.base import ClosingStore
 
 __all__ = ["MIGRATIONS", "SQLiteStore", "fts_query"]
 
+#: The statuses of migration 1 (frozen: a shipped migration never changes; migration 4
+#: widens the check to every status).
+_STATUSES_1 = "'active', 'pending', 'invalid', 'superseded'"
 _STATUSES = ", ".join(f"'{s.value}'" for s in Status)
 
 #: Seconds a write waits for another process's write lock before giving up.
 BUSY_TIMEOUT = 5.0
 
 #: (version, name, statements). Append only: never edit a migration that has shipped.
-MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
+Statement = str | Callable[[sqlite3.Connection], None]
+MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
     (
         1,
         "memories, citations, telemetry, full-text search",
@@ -92,7 +100,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 reason TEXT,
                 category TEXT,
                 tags TEXT NOT NULL DEFAULT '[]',
-                status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ({_STATUSES})),
+                status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ({_STATUSES_1})),
                 supersedes TEXT,
                 superseded_by TEXT,
                 created_by TEXT,
@@ -206,6 +214,19 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "ALTER TABLE agent_memory ADD COLUMN verified_ref TEXT",
         ),
     ),
+    (
+        4,
+        "memory quality: feedback counters, last use, promotion, the expired status",
+        (
+            "ALTER TABLE agent_memory ADD COLUMN success_count INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE agent_memory ADD COLUMN failure_count INTEGER NOT NULL DEFAULT 0",
+            # Existing memories were last used when they were last refreshed.
+            "ALTER TABLE agent_memory ADD COLUMN used_at TEXT",
+            "UPDATE agent_memory SET used_at = refreshed_at",
+            "ALTER TABLE agent_memory ADD COLUMN promoted_to TEXT",
+            lambda conn: _widen_status_check(conn, _STATUSES_1, _STATUSES),
+        ),
+    ),
 )
 
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
@@ -237,7 +258,11 @@ _APPLY = """
         verified_ref = CASE WHEN :unconfirm THEN NULL
                             ELSE coalesce(:verified_ref, verified_ref) END,
         verification_count = verification_count + :add_verifications,
-        applied_count = applied_count + :add_applications
+        applied_count = applied_count + :add_applications,
+        success_count = success_count + :add_successes,
+        failure_count = failure_count + :add_failures,
+        used_at = coalesce(:used_at, used_at),
+        promoted_to = coalesce(:promoted_to, promoted_to)
     WHERE id = :memory_id
 """
 # Column weights for bm25: a word in the subject says more than one in a long fact.
@@ -375,7 +400,8 @@ class SQLiteStore(ClosingStore):
             return self._select_many(conn, ids)
 
     def recent(
-        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE
+        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE,
+        category: str | None = None, tag: str | None = None,
     ) -> list[Memory]:
         bound = _sql_limit(limit)
         where = "m.repo = ?"
@@ -383,6 +409,7 @@ class SQLiteStore(ClosingStore):
         if status is not None:
             where += " AND m.status = ?"
             params.append(Status(status).value)
+        where, params = _filtered(where, params, category, tag)
         sql = (
             f"SELECT {_M} FROM agent_memory m WHERE {where} "
             "ORDER BY m.refreshed_at DESC, m.id LIMIT ?"
@@ -395,18 +422,20 @@ class SQLiteStore(ClosingStore):
             return [row[0] for row in conn.execute(
                 "SELECT DISTINCT repo FROM agent_memory ORDER BY repo")]
 
-    def search(self, repo: str, query: str, *, limit: int = 20) -> list[Memory]:
+    def search(self, repo: str, query: str, *, limit: int = 20, category: str | None = None,
+               tag: str | None = None) -> list[Memory]:
         bound = _sql_limit(limit)
         expression = fts_query(query)
         if expression is None or bound == 0:
             return []
+        where, params = _filtered("agent_memory_fts MATCH ? AND m.repo = ? AND "
+                                  "m.status = 'active'", [expression, repo], category, tag)
         sql = (
             f"SELECT {_M} FROM agent_memory_fts f JOIN agent_memory m ON m.seq = f.rowid "
-            "WHERE agent_memory_fts MATCH ? AND m.repo = ? AND m.status = 'active' "
-            f"ORDER BY {_BM25}, m.refreshed_at DESC, m.id LIMIT ?"
+            f"WHERE {where} ORDER BY {_BM25}, m.refreshed_at DESC, m.id LIMIT ?"
         )
         with self._read("searching memories") as conn:
-            rows = conn.execute(sql, (expression, repo, bound)).fetchall()
+            rows = conn.execute(sql, (*params, bound)).fetchall()
             return self._hydrate(conn, rows)
 
     def by_path(
@@ -416,6 +445,8 @@ class SQLiteStore(ClosingStore):
         *,
         lines: tuple[int, int] | None = None,
         limit: int = 50,
+        category: str | None = None,
+        tag: str | None = None,
     ) -> list[Memory]:
         bound = _sql_limit(limit)
         span = check_lines(lines)
@@ -424,16 +455,18 @@ class SQLiteStore(ClosingStore):
         if span is not None:
             inner += " AND c.line_start <= ? AND c.line_end >= ?"
             params += [span[1], span[0]]
+        outer, outer_params = _filtered("m.repo = ? AND m.status = 'active'", [repo],
+                                        category, tag)
         # CROSS JOIN keeps the citation index as the outer loop: a rarely cited path
         # costs a few look-ups, not a walk over every active memory of the repository.
         sql = (
             f"SELECT {_M} FROM (SELECT DISTINCT c.memory_id FROM agent_memory_citation c "
             f"WHERE {inner}) AS hit CROSS JOIN agent_memory m ON m.id = hit.memory_id "
-            "WHERE m.repo = ? AND m.status = 'active' "
-            "ORDER BY m.refreshed_at DESC, m.id LIMIT ?"
+            f"WHERE {outer} ORDER BY m.refreshed_at DESC, m.id LIMIT ?"
         )
         with self._read("finding memories by path") as conn:
-            return self._hydrate(conn, conn.execute(sql, (*params, repo, bound)).fetchall())
+            return self._hydrate(conn, conn.execute(sql, (*params, *outer_params,
+                                                          bound)).fetchall())
 
     def events(
         self,
@@ -482,13 +515,20 @@ class SQLiteStore(ClosingStore):
                 "WHERE m.repo = ? AND m.status = 'active'",
                 (repo,),
             ).fetchone()[0]
-            unconfirmed = conn.execute(
-                "SELECT count(*) FROM agent_memory "
-                "WHERE repo = ? AND status = 'active' AND verified_ref IS NULL",
-                (repo,),
-            ).fetchone()[0]
+            # One scan of the repository's active memories for the quality counts; the
+            # rules are Memory.validated and Memory.poor (models.py).
+            unconfirmed, validated, poor = conn.execute(
+                "SELECT count(*) FILTER (WHERE verified_ref IS NULL), "
+                "count(*) FILTER (WHERE applied_count >= ? AND success_count + failure_count > 0"
+                " AND success_count >= ? * (success_count + failure_count)), "
+                "count(*) FILTER (WHERE success_count + failure_count >= ? "
+                " AND success_count < ? * (success_count + failure_count)) "
+                "FROM agent_memory WHERE repo = ? AND status = 'active'",
+                (VALIDATED_MIN_APPLIED, VALIDATED_MIN_SUCCESS, POOR_MIN_FEEDBACK,
+                 POOR_MAX_SUCCESS, repo),
+            ).fetchone()
         return RepoStats(repo=repo, by_status=by_status, events=events, citations=citations,
-                         unconfirmed=unconfirmed)
+                         unconfirmed=unconfirmed, validated=validated, poor=poor)
 
     def close(self) -> None:
         with self._lock:
@@ -629,10 +669,7 @@ def _prepare(
     """Validate a transition and serialise its events before any write happens."""
     if transition.citations is not None:
         validate_citations(transition.citations, f"transition of memory {transition.memory_id}")
-    if transition.add_verifications < 0 or transition.add_applications < 0:
-        raise ValidationError(
-            f"transition of memory {transition.memory_id}: counters only grow"
-        )
+    transition.check()
     return transition, transition.citations, [event_values(e) for e in transition.events]
 
 
@@ -648,8 +685,24 @@ def _apply_values(transition: Transition) -> dict[str, Any]:
         "unconfirm": transition.unconfirm,
         "add_verifications": transition.add_verifications,
         "add_applications": transition.add_applications,
+        "add_successes": transition.add_successes,
+        "add_failures": transition.add_failures,
+        "used_at": time_to_text(transition.used_at) if transition.used_at is not None else None,
+        "promoted_to": transition.promoted_to,
         "memory_id": transition.memory_id,
     }
+
+
+def _filtered(where: str, params: list[Any], category: str | None,
+              tag: str | None) -> tuple[str, list[Any]]:
+    """``where`` narrowed to a category and a tag (``m`` is the memory row)."""
+    if category is not None:
+        where += " AND m.category = ?"
+        params = [*params, category]
+    if tag is not None:
+        where += " AND EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = ?)"
+        params = [*params, tag]
+    return where, params
 
 
 def _sql_limit(limit: int | None) -> int:
@@ -684,6 +737,30 @@ def _create_private(file: Path) -> None:
         raise StoreError(f"cannot create the memory store {file}: {exc}") from exc
 
 
+def _widen_status_check(conn: sqlite3.Connection, old: str, new: str) -> None:
+    """Let ``agent_memory.status`` take the statuses ``new`` lists instead of ``old``.
+
+    SQLite cannot alter a CHECK constraint; widening one (every row still passes) is
+    the case its documentation allows doing by editing the stored schema, inside the
+    migration's transaction: the text of the table's definition, then the schema
+    version, so that every connection reloads it."""
+    (sql,) = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'agent_memory'"
+    ).fetchone()
+    before, after = f"CHECK (status IN ({old}))", f"CHECK (status IN ({new}))"
+    if before not in sql:
+        raise StoreError("cannot widen the status check: the agent_memory table is not "
+                         "as migration 1 made it")
+    (version,) = conn.execute("PRAGMA schema_version").fetchone()
+    conn.execute("PRAGMA writable_schema = ON")
+    try:
+        conn.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND "
+                     "name = 'agent_memory'", (sql.replace(before, after),))
+        conn.execute(f"PRAGMA schema_version = {int(version) + 1}")
+    finally:
+        conn.execute("PRAGMA writable_schema = OFF")
+
+
 def _migrate(conn: sqlite3.Connection, path: str) -> None:
     """Apply the migrations this file lacks, each in its own write transaction."""
     conn.execute(
@@ -708,7 +785,10 @@ def _migrate(conn: sqlite3.Connection, path: str) -> None:
             ).fetchone()
             if done is None:
                 for statement in statements:
-                    conn.execute(statement)
+                    if callable(statement):
+                        statement(conn)
+                    else:
+                        conn.execute(statement)
                 conn.execute(
                     "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                     (version, name, time_to_text(utcnow())),

@@ -198,7 +198,8 @@ class SupabaseStore(ClosingStore):
         return [found[i] for i in ids]
 
     def recent(
-        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE
+        self, repo: str, *, limit: int | None = 50, status: Status | None = Status.ACTIVE,
+        category: str | None = None, tag: str | None = None,
     ) -> list[Memory]:
         bound = check_limit(limit)
 
@@ -206,17 +207,23 @@ class SupabaseStore(ClosingStore):
             q = self._table("agent_memory_full").select("*").eq("repo", repo)
             if status is not None:
                 q = q.eq("status", Status(status).value)
+            if category is not None:
+                q = q.eq("category", category)
+            if tag is not None:
+                q = q.contains("tags", [tag])
             return q.order("refreshed_at", desc=True).order("id")
 
         rows = self._pages("listing recent memories", query, bound)
         return [memory_from_json(r) for r in rows]
 
-    def search(self, repo: str, query: str, *, limit: int = 20) -> list[Memory]:
+    def search(self, repo: str, query: str, *, limit: int = 20, category: str | None = None,
+               tag: str | None = None) -> list[Memory]:
         bound = check_limit(limit)
         terms = query_terms(query)
         if not terms or bound == 0:
             return []
-        params = {"p_repo": repo, "p_terms": terms, "p_limit": bound}
+        params = {"p_repo": repo, "p_terms": terms, "p_limit": bound,
+                  "p_category": category, "p_tag": tag}
         rows = self._pages(
             "searching memories",
             lambda: self._client.rpc("agent_memory_search", params),
@@ -231,6 +238,8 @@ class SupabaseStore(ClosingStore):
         *,
         lines: tuple[int, int] | None = None,
         limit: int = 50,
+        category: str | None = None,
+        tag: str | None = None,
     ) -> list[Memory]:
         bound = check_limit(limit)
         span = check_lines(lines)
@@ -240,6 +249,8 @@ class SupabaseStore(ClosingStore):
             "p_line_start": span[0] if span else None,
             "p_line_end": span[1] if span else None,
             "p_limit": bound,
+            "p_category": category,
+            "p_tag": tag,
         }
         rows = self._pages(
             "finding memories by path",
