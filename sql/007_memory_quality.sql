@@ -341,3 +341,19 @@ revoke all on function agent_memory_search(text, text[], integer, text, text),
 grant execute on function agent_memory_search(text, text[], integer, text, text),
   agent_memory_by_path(text, text, integer, integer, integer, text, text)
   to authenticated, service_role;
+
+-- How many memories a repository has in a status (any status: null); an index count,
+-- for the soft limit checked on every store.
+create or replace function agent_memory_count(p_repo text, p_status text default 'active')
+returns bigint
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+  select count(*) from agent_memory
+  where repo = p_repo and (p_status is null or status = p_status);
+$$;
+
+revoke all on function agent_memory_count(text, text) from public, anon;
+grant execute on function agent_memory_count(text, text) to authenticated, service_role;

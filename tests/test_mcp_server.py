@@ -572,4 +572,6 @@ def test_stdio_round_trip_through_a_subprocess(repo: GitRepo, db: Path) -> None:
     assert [m["id"] for m in ok(recent)["verified"]] == [record["id"]]
     assert record["id"] in text(recent)
     with MemoryService(SQLiteStore(db), LocalGitSource(repo.path)) as service:
-        assert service.memories.get(record["id"]).created_by == "vmem"
+        # A write through MCP is attributed to the client that made it (its name from
+        # the initialize request: the SDK's client calls itself "mcp").
+        assert service.memories.get(record["id"]).created_by == "mcp:mcp"

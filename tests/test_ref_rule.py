@@ -371,7 +371,7 @@ def test_a_squash_merged_branch_memory_is_adopted_by_the_main_line(
     commit_on_branch(clone, "feature/close", SESSIONS + "\n\ndef close():\n    return None\n")
     memory = service.store({"repo": REPO, "subject": "close", "fact": "returns None",
                             "citations": [{"path": "src/sessions.py", "line_start": 33,
-                                           "line_end": 34}]})
+                                           "line_end": 34}]}).memory
     branch_commit = clone.head
     clone.run("checkout", "-q", "main")
     clone.run("merge", "-q", "--squash", "feature/close")
@@ -613,7 +613,7 @@ def test_a_first_verdict_keeps_the_pins_of_main_line_commits(
     # Placing a memory on the main line costs one question, not a rewrite of its rows:
     # citations made on main-line commits keep their pins (step 1 still answers).
     memory = service.store({"repo": REPO, "subject": "limit", "fact": "30",
-                            "citations": [{"path": "src/sessions.py", "line_start": 1}]})
+                            "citations": [{"path": "src/sessions.py", "line_start": 1}]}).memory
     stored_at = memory.citations[0].sha
     clone.write("README.md", "# requests\n\nmore\n")
     clone.commit("docs")

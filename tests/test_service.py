@@ -88,7 +88,7 @@ def kinds(service: MemoryService, memory_id: str) -> list[str]:
 
 
 def test_store_fingerprints_citations(service: MemoryService, repo: GitRepo) -> None:
-    memory = service.store(memory_input())
+    memory = service.store(memory_input()).memory
     assert memory.status is Status.ACTIVE
     assert memory.created_by == "coding-agent"
     first = memory.citations[0]
@@ -105,7 +105,7 @@ def test_store_pins_each_citation_to_its_own_sha(service: MemoryService, repo: G
     repo.write("src/config.py", "# moved\n" + CONFIG)
     repo.commit("header")
     memory = service.store(memory_input(citations=[
-        {"path": "src/config.py", "line_start": 1, "line_end": 1, "sha": old}]))
+        {"path": "src/config.py", "line_start": 1, "line_end": 1, "sha": old}])).memory
     assert memory.citations[0].sha == old
     # At HEAD the line moved one down: verification follows it.
     report = service.verify([memory.id])
@@ -202,7 +202,7 @@ def test_get_unknown_id(service: MemoryService) -> None:
 
 
 def test_refresh_invalidate_and_applied(service: MemoryService) -> None:
-    memory = service.store(memory_input())
+    memory = service.store(memory_input()).memory
     refreshed = service.refresh(memory.id)
     assert refreshed.refreshed_at > memory.refreshed_at
     applied = service.log_applied(memory.id)
@@ -249,12 +249,12 @@ def test_supersede_chain_and_conflicts(service: MemoryService) -> None:
 
 def test_verify_refreshes_relocates_and_invalidates(service: MemoryService,
                                                     repo: GitRepo) -> None:
-    version = service.store(memory_input())
+    version = service.store(memory_input()).memory
     timeout = service.store(memory_input(subject="Timeout", fact="30 seconds", citations=[
-        {"path": "src/config.py", "line_start": 2, "line_end": 2}]))
+        {"path": "src/config.py", "line_start": 2, "line_end": 2}])).memory
     headers = service.store(memory_input(subject="Headers", fact="send the version",
                                          citations=[{"path": "src/config.py",
-                                                     "line_start": 5, "line_end": 6}]))
+                                                     "line_start": 5, "line_end": 6}])).memory
     repo.write("src/config.py", '"""Config."""\n\n' + CONFIG.replace("TIMEOUT = 30",
                                                                      "TIMEOUT = 60"))
     repo.commit("bump timeout")

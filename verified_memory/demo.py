@@ -102,7 +102,8 @@ def run_demo(db: str | None = None, keep: bool = False,
                 outcome = ", ".join(f"{c.outcome.value} -> {c.location or c.citation.path}"
                                     for c in v.checks)
                 verdict = {Decision.REFRESH: "holds", Decision.INVALIDATE: "invalidated",
-                           Decision.UNVERIFIED: "unverified"}[v.decision]
+                           Decision.UNVERIFIED: "unverified",
+                           Decision.EXPIRE: "expired"}[v.decision]
                 echo(f"   {v.memory.id[:8]} {v.memory.subject!r}: {verdict} ({outcome})")
             context = service.context(_REPO)
             echo("5. the verified context an agent gets (only memories that hold):\n")

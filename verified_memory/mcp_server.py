@@ -63,7 +63,8 @@ TOOLS = (
     "memory_store", "memory_get_recent", "memory_search", "memory_search_by_path",
     "memory_refresh", "memory_invalidate", "memory_supersede", "memory_recite",
     "memory_log_applied", "memory_feedback", "memory_read_citation",
-    "memory_verify_citations", "memory_stats",
+    "memory_verify_citations", "memory_stats", "memory_pending", "memory_approve",
+    "memory_reject",
 )
 
 INSTRUCTIONS = """\
@@ -227,6 +228,10 @@ FactArg = Annotated[str, Field(min_length=1, max_length=20_000,
 ReasonArg = Annotated[str | None, Field(description="Why it matters: what it prevents.")]
 TagsArg = Annotated[list[str] | None, Field(description="Short tags, e.g. ['api', 'release'].")]
 TextArg = Annotated[str | None, Field(max_length=2000)]
+CategoryArg = Annotated[str | None, Field(max_length=100, description=(
+    "Only memories of this category (convention, invariant, gotcha, decision, "
+    "business_rule, pattern, or your own)."))]
+TagArg = Annotated[str | None, Field(max_length=100, description="Only memories with this tag.")]
 
 
 # --------------------------------------------------------------------------- outputs
@@ -261,7 +266,19 @@ def _record(memory: Memory) -> dict[str, Any]:
         "invalid_reason": memory.invalid_reason,
         "verified_ref": memory.verified_ref,
         "verified_commit": memory.verified_commit,
+        "success_count": memory.success_count,
+        "failure_count": memory.failure_count,
+        "validated": memory.validated,
+        "poor": memory.poor,
     }
+
+
+def _agent(ctx: ToolContext) -> str:
+    """Who is acting through this connection: the client's name from its initialize
+    request (``mcp:claude-code``), for what it proposes and what it would approve."""
+    params = ctx.session.client_params
+    name = params.client_info.name if params is not None else None
+    return f"mcp:{name}" if name else "mcp:agent"
 
 
 def _check(check: CitationCheck, code: str | None = None) -> dict[str, Any]:
@@ -283,6 +300,9 @@ def _verified(service: MemoryService, repo: str, candidates: Sequence[Memory], *
     rendered, scope = context.rendered, context.scope
     assert rendered is not None
     assert scope is not None
+    # In the order the text shows them (most relevant first), then those cut for room.
+    shown = {memory_id: i for i, memory_id in enumerate([*rendered.hydration,
+                                                         *rendered.omitted])}
     data = {
         "repo": repo,
         "revision": context.revision,
@@ -293,7 +313,8 @@ def _verified(service: MemoryService, repo: str, candidates: Sequence[Memory], *
              "citations": [_citation(c.location or c.citation.location) for c in v.checks],
              "shown_as": (rendered.hydration[v.memory.id].value
                           if v.memory.id in rendered.hydration else None)}
-            for v in context.verifications if v.passed
+            for v in sorted((v for v in context.verifications if v.passed),
+                            key=lambda v: shown.get(v.memory.id, len(shown)))
         ],
         "not_verified": [_left_out(v) for v in rendered.left_out],
         "omitted_for_budget": list(rendered.omitted),
@@ -391,14 +412,18 @@ def _add_tools(server: MCPServer[_Run]) -> None:
         run = _run(ctx)
         data = {"repo": run.repo(repo), "subject": subject, "fact": fact,
                 "citations": [c.as_dict() for c in citations], "reason": reason,
-                "category": category, "tags": tags or [], "created_by": created_by}
-        return _record(run.service().store(data, ref=ref))
+                "category": category, "tags": tags or [],
+                "created_by": created_by or _agent(ctx)}
+        stored = run.service().store(data, ref=ref)
+        return {**_record(stored.memory), "duplicate": stored.duplicate,
+                "conflicts": list(stored.conflicts), "warnings": list(stored.warnings)}
 
     @server.tool(annotations=verifying)
     @_errors
     def memory_get_recent(ctx: ToolContext, repo: RepoArg = None, limit: LimitArg = 20,
                           hydration: HydrationArg = "full", budget: BudgetArg = DEFAULT_BUDGET,
-                          ref: RefArg = "HEAD", dry_run: DryRunArg = False) -> CallToolResult:
+                          ref: RefArg = "HEAD", dry_run: DryRunArg = False,
+                          category: CategoryArg = None, tag: TagArg = None) -> CallToolResult:
         """The repository's most recently confirmed memories, verified against the code
         now. Call it at the start of a task (or when the session began without verified
         memories) to learn this codebase's conventions. Only memories whose citations all
@@ -408,8 +433,9 @@ def _add_tools(server: MCPServer[_Run]) -> None:
         run = _run(ctx)
         name = run.repo(repo)
         service = run.service()
-        return _verified(service, name, service.get_recent(name, limit=limit), ref=ref,
-                         hydration=hydration, budget=budget, query=None, dry_run=dry_run)
+        found = service.get_recent(name, limit=limit, category=category, tag=tag)
+        return _verified(service, name, found, ref=ref, hydration=hydration, budget=budget,
+                         query=None, dry_run=dry_run)
 
     @server.tool(annotations=verifying)
     @_errors
@@ -418,17 +444,24 @@ def _add_tools(server: MCPServer[_Run]) -> None:
                           "Words to look for in subjects, facts and tags."))],
                       repo: RepoArg = None, limit: LimitArg = 20,
                       hydration: HydrationArg = "full", budget: BudgetArg = DEFAULT_BUDGET,
-                      ref: RefArg = "HEAD", dry_run: DryRunArg = False) -> CallToolResult:
+                      ref: RefArg = "HEAD", dry_run: DryRunArg = False,
+                      safe_mode: Annotated[bool, Field(description=(
+                          "For code that ships: weigh tag penalties fully and leave out "
+                          "memories tagged POISON_PATH or PHANTOM_PATTERN."))] = False,
+                      category: CategoryArg = None, tag: TagArg = None) -> CallToolResult:
         """Full-text search of the repository's memories, verified against the code now,
-        most relevant first. Call it when you start work on a topic ('retry policy',
-        'API version'), or after a failure, to find known conventions and fixes. Only
-        memories whose citations all still hold are quoted; the rest are listed as not
-        verified and must not be used."""
+        most relevant first (memories tagged COMPLETION_DRIVE, POISON_PATH,
+        PHANTOM_PATTERN or UNVERIFIED_CLAIM rank lower). Call it when you start work on
+        a topic ('retry policy', 'API version'), or after a failure, to find known
+        conventions and fixes. Only memories whose citations all still hold are quoted;
+        the rest are listed as not verified and must not be used."""
         run = _run(ctx)
         name = run.repo(repo)
         service = run.service()
-        return _verified(service, name, service.search(name, query, limit=limit), ref=ref,
-                         hydration=hydration, budget=budget, query=query, dry_run=dry_run)
+        found = service.search(name, query, limit=limit, safe=safe_mode, category=category,
+                               tag=tag)
+        return _verified(service, name, found, ref=ref, hydration=hydration, budget=budget,
+                         query=query, dry_run=dry_run)
 
     @server.tool(annotations=verifying)
     @_errors
@@ -441,7 +474,8 @@ def _add_tools(server: MCPServer[_Run]) -> None:
             line_end: Annotated[int | None, Field(ge=1)] = None,
             repo: RepoArg = None, limit: LimitArg = 50, hydration: HydrationArg = "full",
             budget: BudgetArg = DEFAULT_BUDGET, ref: RefArg = "HEAD",
-            dry_run: DryRunArg = False) -> CallToolResult:
+            dry_run: DryRunArg = False, category: CategoryArg = None,
+            tag: TagArg = None) -> CallToolResult:
         """Memories that cite a file (or lines of it), verified against the code now.
         Call it before you edit a file, or when you review a change to it, to learn the
         conventions that apply there. Only memories whose citations all still hold are
@@ -453,7 +487,8 @@ def _add_tools(server: MCPServer[_Run]) -> None:
             raise ValidationError("line_end needs line_start")
         lines = None if line_start is None else (line_start, line_end or line_start)
         service = run.service()
-        found = service.search_by_path(name, path, lines, limit=limit)
+        found = service.search_by_path(name, path, lines, limit=limit, category=category,
+                                       tag=tag)
         return _verified(service, name, found, ref=ref, hydration=hydration, budget=budget,
                          query=None, dry_run=dry_run)
 
@@ -607,6 +642,37 @@ def _add_tools(server: MCPServer[_Run]) -> None:
                 continue
             out.append(_check(check, _code_at(service, name, check, revision, include_code)))
         return {"revision": revision} | _counts(out)
+
+    @server.tool(annotations=read_only)
+    @_errors
+    def memory_pending(ctx: ToolContext, repo: RepoArg = None,
+                       limit: LimitArg = 50) -> dict[str, Any]:
+        """Memories waiting for approval (a category that needs a person, business rules
+        by default). Call it to see what is proposed but not yet in force: pending
+        memories are never injected, and must not be used until approved."""
+        run = _run(ctx)
+        found = run.service().pending(run.repo(repo), limit=limit)
+        return {"pending": [_record(m) for m in found]}
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                             idempotent_hint=False, open_world_hint=False))
+    @_errors
+    def memory_approve(ctx: ToolContext, memory_id: MemoryIdArg) -> dict[str, Any]:
+        """Approve a pending memory, making it active. Call it only when a person asked
+        you to approve it. It is refused to whoever proposed the memory (another person
+        or agent must approve it, unless configured otherwise)."""
+        return _record(_run(ctx).service().approve(memory_id, by=_agent(ctx)))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
+                                             open_world_hint=False))
+    @_errors
+    def memory_reject(ctx: ToolContext, memory_id: MemoryIdArg,
+                      reason: Annotated[str, Field(min_length=1, max_length=2000, description=(
+                          "Why the proposed memory is wrong."))]) -> dict[str, Any]:
+        """Reject a pending memory: it becomes invalid, with the reason, and is never
+        injected. Call it only when a person said the proposed rule is wrong. Like an
+        approval, it is refused to whoever proposed the memory."""
+        return _record(_run(ctx).service().reject(memory_id, reason, by=_agent(ctx)))
 
     @server.tool(annotations=read_only)
     @_errors

@@ -35,6 +35,7 @@ __all__ = [
     "RepoStats",
     "Scope",
     "Status",
+    "Stored",
     "TelemetryEvent",
     "Transition",
     "Verification",
@@ -102,6 +103,7 @@ class Decision(StrEnum):
     REFRESH = "refresh"  # every citation holds: injectable, relocated places rewritten
     INVALIDATE = "invalidate"  # some citation changed or vanished
     UNVERIFIED = "unverified"  # some citation could not be read: no verdict, not injected
+    EXPIRE = "expire"  # nobody used it for too long: not injected (its code is not read)
 
 
 class Scope(StrEnum):
@@ -482,6 +484,28 @@ class Memory:
             used_at=datetime.fromisoformat(data["used_at"]) if data.get("used_at") else None,
             promoted_to=data.get("promoted_to"),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What storing a memory did. ``memory`` is the new memory, or, when an active one
+    already said the same about the same code (``duplicate``), that one, refreshed
+    instead of stored twice. ``conflicts``: active memories citing the same code that say
+    something else (the new one was stored all the same). ``warnings`` are for people
+    (e.g. a repository over its soft limit)."""
+
+    memory: Memory
+    duplicate: bool = False
+    conflicts: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return self.memory.id
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.memory.to_dict(), "duplicate": self.duplicate,
+                "conflicts": list(self.conflicts), "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -41,6 +42,7 @@ from verified_memory.models import (
     Scope,
     Status,
     Verification,
+    utcnow,
 )
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "render_markdown",
     "reveal",
     "sanitize",
+    "sanitize_line",
 ]
 
 #: Tokens a context block may take when the caller does not say (about 8,000 characters:
@@ -147,6 +150,11 @@ def reveal(data: Any) -> Any:
     return data
 
 
+def sanitize_line(text: str) -> str:
+    """``sanitize``, on one line (runs of spaces and line breaks as one space)."""
+    return _one_line(text)
+
+
 def _one_line(text: str) -> str:
     return " ".join(sanitize(text).split())
 
@@ -223,16 +231,22 @@ def relevance(memory: Memory, query: str) -> float:
     return score
 
 
-def rank(verifications: Sequence[Verification], query: str | None = None) -> list[Verification]:
-    """Most relevant to ``query`` first, else most recently refreshed first.
+def rank(verifications: Sequence[Verification], query: str | None = None,
+         now: datetime | None = None) -> list[Verification]:
+    """Most relevant to ``query`` first; then, and without a query, by standing
+    (``quality.standing``: recently confirmed, often applied, validated, minus tag
+    penalties).
 
-    Sorting is stable: memories refreshed in the same instant (one verification pass
-    refreshes a batch at once) keep the order they were given in, which is the store's
+    Sorting is stable: memories of equal standing (one verification pass refreshes a
+    batch at once) keep the order they were given in, which is the store's
     most-recently-refreshed-first order for ``get_recent``."""
-    by_recency = sorted(verifications, key=lambda v: v.memory.refreshed_at, reverse=True)
+    from verified_memory.quality import standing
+
+    now = now or utcnow()
+    by_standing = sorted(verifications, key=lambda v: standing(v.memory, now), reverse=True)
     if not query or not _words(query):
-        return by_recency
-    return sorted(by_recency, key=lambda v: relevance(v.memory, query), reverse=True)
+        return by_standing
+    return sorted(by_standing, key=lambda v: relevance(v.memory, query), reverse=True)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -337,6 +351,8 @@ def _header(repo: str, revision: str, query: str | None,
 def _state(v: Verification, many: bool = False) -> str:
     """What happened to a memory that was left out, in a few words (for ``many`` of
     them, when counted)."""
+    if v.decision is Decision.EXPIRE:
+        return "expired (unused too long)"
     if v.decision is Decision.UNVERIFIED:
         return "not verifiable now"
     if v.scope is Scope.UNMERGED:
@@ -372,6 +388,16 @@ def _left_out_note(left_out: Sequence[Verification], listed: bool) -> str:
     return f"{note}\n{fence(chr(10).join(rows), 'text')}\n"
 
 
+def _set_aside_note(set_aside: Sequence[tuple[Memory, str]]) -> str:
+    if not set_aside:
+        return ""
+    n = len(set_aside)
+    return (f"{n} memor{'y was' if n == 1 else 'ies were'} set aside for poor feedback "
+            "(applying them mostly did not help): "
+            + ", ".join(inline(m.id) for m, _ in set_aside[:MAX_LEFT_OUT_LISTED])
+            + (" ..." if n > MAX_LEFT_OUT_LISTED else "") + ".\n")
+
+
 def _omitted_note(count: int, budget: int) -> str:
     if not count:
         return ""
@@ -390,6 +416,7 @@ def render_context(
     read_code: CodeReader | None = None,
     list_left_out: bool = False,
     view: str | None = None,
+    set_aside: Sequence[tuple[Memory, str]] = (),
 ) -> Rendered:
     """The prompt block for one repository at one revision, within ``budget`` tokens.
 
@@ -398,6 +425,8 @@ def render_context(
     on them); their subject and fact are never rendered. ``read_code`` supplies the
     cited code for ``files`` (it is called with each citation's verified place).
     ``view`` says why the check was a view (not at the main line's tip), when it was.
+    ``set_aside``: memories left out before any check, with why (poor feedback): only
+    counted in the note, like those that did not pass.
     """
     level = Hydration.parse(hydration)
     limit = _check_budget(budget)
@@ -411,10 +440,11 @@ def render_context(
     header = _header(repo, revision, query, verifications, view)
     if not passed:
         header += "(no verified memories)\n\n"
-    left_note = _left_out_note(left_out, list_left_out)
+    left_note = _left_out_note(left_out, list_left_out) + _set_aside_note(set_aside)
     if list_left_out and (estimate_tokens(header) + estimate_tokens(left_note)
                           + estimate_tokens(_omitted_note(len(passed), limit)) > limit):
-        left_note = _left_out_note(left_out, False)  # no room for the list: count only
+        # no room for the list: count only
+        left_note = _left_out_note(left_out, False) + _set_aside_note(set_aside)
     # Room for the notes is kept back first (the omitted count at its longest), so the
     # reader always learns that something was cut.
     reserve = estimate_tokens(left_note) + estimate_tokens(_omitted_note(len(passed), limit))

@@ -19,14 +19,12 @@ from verified_memory.models import (
     Citation,
     CitationCheck,
     CitationRef,
-    Decision,
     EventKind,
     Memory,
     NewMemory,
-    Outcome,
     RepoStats,
-    Scope,
     Status,
+    Stored,
     TelemetryEvent,
     Transition,
     Verification,
@@ -34,75 +32,23 @@ from verified_memory.models import (
     utcnow,
     validate_repo,
 )
-from verified_memory.sources.base import CodeSource, CountsRequests, SourceFactory, SourcesByRepo
+from verified_memory.prompt import relevance, sanitize_line
+from verified_memory.quality import QualityPolicy, classify, normalize_category, rank_search
+from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo
 from verified_memory.store.base import MemoryStore
 from verified_memory.telemetry import TelemetryBuffer
 from verified_memory.verify.citing import fingerprint_citation
-from verified_memory.verify.decision import decide
 from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
+from verified_memory.verify.passes import VerificationPass, VerificationReport
 from verified_memory.verify.scope import PassScope, pass_scope
 
 if TYPE_CHECKING:
     from verified_memory.prompt import Rendered
 
-__all__ = ["Context", "MemoryService", "VerificationReport"]
+__all__ = ["Context", "MemoryService", "Stored", "VerificationReport"]
 
 Progress = Callable[[int, int], None]
-
-#: Transitions written per store transaction during a verification pass.
-APPLY_BATCH = 500
-
-
-@dataclass(frozen=True, slots=True)
-class VerificationReport:
-    """One verification pass: a ``Verification`` per memory, in the order asked."""
-
-    verifications: tuple[Verification, ...]
-    revisions: Mapping[str, str]  # repo -> revision checked
-    duration_ms: float
-    requests: int = 0  # requests the source sent (GitHub); 0 for local sources
-    scopes: Mapping[str, PassScope] = field(default_factory=dict)  # repo -> what it may change
-
-    def count(self, decision: Decision, *, judged: bool | None = None) -> int:
-        """Verifications that reached ``decision`` (only verdicts, or only views, when
-        ``judged`` says so)."""
-        return sum(1 for v in self.verifications if v.decision is decision
-                   and (judged is None or v.judged is judged))
-
-    def changed(self, change: str) -> int:
-        """Memories this pass refreshed, invalidated or revived (``Verification.change``)."""
-        return sum(1 for v in self.verifications if v.change == change)
-
-    @property
-    def unmerged(self) -> int:
-        """Memories a verdict pass did not judge: stored on a branch not merged yet."""
-        return sum(1 for v in self.verifications if v.scope is Scope.UNMERGED)
-
-    @property
-    def passed(self) -> list[Memory]:
-        return [v.memory for v in self.verifications if v.passed]
-
-    @property
-    def applies(self) -> bool:
-        """Whether any repository's verdicts were applied."""
-        return any(s.judges for s in self.scopes.values())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "revisions": dict(self.revisions),
-            "scopes": {repo: scope.to_dict() for repo, scope in self.scopes.items()},
-            "duration_ms": round(self.duration_ms, 1),
-            "requests": self.requests,
-            "hold": self.count(Decision.REFRESH),
-            "do_not_hold": self.count(Decision.INVALIDATE),
-            "unverified": self.count(Decision.UNVERIFIED),
-            "refreshed": self.changed("refreshed"),
-            "invalidated": self.changed("invalidated"),
-            "revived": self.changed("revived"),
-            "unmerged": self.unmerged,
-            "memories": [v.to_dict() for v in self.verifications],
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +94,9 @@ class MemoryService:
     with the service. ``locator`` is ladder
     step 4 (default: tree-sitter anchors and the search across moved files).
     ``truth_ref`` names the main line of every repository (default: each repository's
-    default branch, as its source finds it); see ``verify``.
+    default branch, as its source finds it); see ``verify``. ``policy`` holds the
+    quality rules' settings (``quality.QualityPolicy``: categories needing approval,
+    days until an unused memory expires, the soft limit).
     """
 
     def __init__(
@@ -159,6 +107,7 @@ class MemoryService:
         actor: str = "vmem",
         locator: Locator | None = None,
         truth_ref: str | None = None,
+        policy: QualityPolicy | None = None,
     ) -> None:
         self.memories = store
         self.telemetry = TelemetryBuffer(store)  # ``retrieved`` events, written behind
@@ -168,6 +117,9 @@ class MemoryService:
             else SourcesByRepo(source))
         self.actor = actor
         self.truth_ref = truth_ref
+        self.policy = policy or QualityPolicy()
+        # repo -> (when found, the oldest never-applied memories): see soft_limit_warning
+        self._oldest_unused: dict[str, tuple[float, tuple[Memory, ...]]] = {}
         if locator is None:
             from verified_memory.verify.anchored import AnchorLocator
 
@@ -224,18 +176,78 @@ class MemoryService:
 
     # ------------------------------------------------------------------ writing
 
-    def store(self, memory: NewMemory | Mapping[str, Any], *, ref: str = "HEAD") -> Memory:
+    def store(self, memory: NewMemory | Mapping[str, Any], *, ref: str = "HEAD") -> Stored:
         """Fingerprint the citations at ``ref`` (or each citation's own ``sha``) and store.
 
         Refused with ``ValidationError``, writing nothing, when a citation points at
         nothing: a missing file, lines past its end, blank lines only, a binary file.
-        """
+
+        Quality (``quality.py``): a memory whose category needs approval is stored
+        ``pending``; one that says what an active memory already says about the same
+        code is not stored twice (that one is refreshed, and returned, ``duplicate``);
+        one citing the same code but saying something else is stored with its possible
+        ``conflicts`` named (in the answer and the ``created`` event)."""
         new = memory if isinstance(memory, NewMemory) else NewMemory.parse(memory)
         built = self._build(new, ref=ref)
+        conflicts: tuple[str, ...] = ()
+        if built.status is Status.ACTIVE:
+            novelty = classify(built, self._citing_code(built), self.policy)
+            if novelty.duplicate_of is not None:
+                return Stored(self._refresh_duplicate(novelty.duplicate_of, built),
+                              duplicate=True)
+            conflicts = tuple(m.id for m in novelty.conflicts)
         self.telemetry.flush()
-        self.memories.add(built, [self._event(EventKind.CREATED, built,
-                                           citations=len(built.citations))])
-        return built
+        detail: dict[str, Any] = {"citations": len(built.citations)}
+        if built.status is Status.PENDING:
+            detail["pending"] = f"category {built.category} needs approval"
+        if conflicts:
+            detail["conflicts"] = list(conflicts)
+        self.memories.add(built, [self._event(EventKind.CREATED, built, **detail)])
+        return Stored(built, conflicts=conflicts, warnings=self._over_limit(built.repo))
+
+    def _citing_code(self, memory: Memory) -> list[Memory]:
+        """Active memories citing lines that ``memory`` cites (the candidates for a
+        duplicate or a conflict): one index look-up per citation."""
+        found: dict[str, Memory] = {}
+        for c in memory.citations:
+            for other in self.memories.by_path(memory.repo, c.path,
+                                               lines=(c.line_start, c.line_end), limit=100):
+                found.setdefault(other.id, other)
+        return list(found.values())
+
+    def _refresh_duplicate(self, existing: Memory, attempt: Memory) -> Memory:
+        now = utcnow()
+        return self._transition(existing, Transition(
+            existing.id, expect=existing.status, refreshed_at=now, used_at=now,
+            events=(self._event(EventKind.REFRESHED, existing, by="duplicate",
+                                subject=attempt.subject, created_by=attempt.created_by),)),
+            "refresh")
+
+    def _over_limit(self, repo: str) -> tuple[str, ...]:
+        warning = self.soft_limit_warning(repo)
+        return (warning,) if warning else ()
+
+    def soft_limit_warning(self, repo: str) -> str | None:
+        """A line for people when ``repo`` keeps more active memories than the policy's
+        soft limit, naming the oldest that were never applied (candidates to retire).
+
+        The count is an index count; the names, which take reading every memory, are
+        found once per service and repository (and again after ten minutes)."""
+        limit = self.policy.soft_limit
+        active = self.memories.count(validate_repo(repo)) if limit else 0
+        if not limit or active <= limit:
+            return None
+        named = self._oldest_unused.get(repo)
+        if named is None or time.monotonic() - named[0] > 600:
+            unused = sorted((m for m in self.memories.recent(repo, limit=None)
+                             if m.applied_count == 0),
+                            key=lambda m: (m.used_at or m.created_at, m.id))[:5]
+            named = self._oldest_unused[repo] = (time.monotonic(), tuple(unused))
+        unused = list(named[1])
+        names = ", ".join(f"{m.id[:8]} ({sanitize_line(m.subject)})" for m in unused)
+        return (f"{repo} has {active} active memories, over the soft limit of "
+                f"{self.policy.soft_limit}: retire what no longer helps"
+                + (f"; the oldest never applied: {names}" if names else ""))
 
     def supersede(self, old_id: str, new: NewMemory | Mapping[str, Any], *,
                   ref: str = "HEAD") -> Memory:
@@ -265,19 +277,23 @@ class MemoryService:
             fingerprint_citation(source, files, ref, c, f"citations[{i}]")
             for i, c in enumerate(new.citations)
         )
+        category = normalize_category(new.category) if new.category else None
         now = utcnow()
         return Memory(
             id=str(uuid.uuid4()), repo=new.repo, subject=new.subject, fact=new.fact,
-            citations=citations, reason=new.reason, category=new.category, tags=new.tags,
+            citations=citations, reason=new.reason, category=category, tags=new.tags,
             supersedes=supersedes, created_by=new.created_by or self.actor,
-            created_at=now, refreshed_at=now,
+            created_at=now, refreshed_at=now, used_at=now,
+            status=Status.PENDING if self.policy.needs_approval(category) else Status.ACTIVE,
         )
 
     def refresh(self, memory_id: str) -> Memory:
-        """Mark an active memory as still useful (after the agent checked it)."""
+        """Mark an active memory as still useful (after the agent checked it): it ranks
+        higher, and counts as used (an unused memory expires)."""
         memory = self.memories.get(memory_id)
+        now = utcnow()
         return self._transition(memory, Transition(
-            memory_id, refreshed_at=utcnow(),
+            memory_id, refreshed_at=now, used_at=now,
             events=(self._event(EventKind.REFRESHED, memory, by="request"),)), "refresh")
 
     def invalidate(self, memory_id: str, reason: str) -> Memory:
@@ -291,10 +307,22 @@ class MemoryService:
             "invalidate")
 
     def log_applied(self, memory_id: str, **detail: Any) -> Memory:
-        """Record that an agent used this memory in a task."""
+        """Record that an agent used this memory in a task.
+
+        An expired memory comes back when it is used: it is verified first, and only if
+        its citations hold at the main line's tip is it active again and applied."""
         memory = self.memories.get(memory_id)
+        if memory.status is Status.EXPIRED:
+            (check,) = self.verify([memory_id], include_expired=True,
+                                   expire=False).verifications
+            if check.change != "revived":
+                why = check.reason or (
+                    "this is not the main line's tip" if not check.judged else "no verdict")
+                raise Conflict(f"memory {memory_id} expired; it comes back when it holds at "
+                               f"the main line's tip, and it did not now: {why}")
+            memory = check.memory
         return self._transition(memory, Transition(
-            memory_id, add_applications=1,
+            memory_id, add_applications=1, used_at=utcnow(),
             events=(self._event(EventKind.APPLIED, memory, **detail),)), "apply")
 
     # ------------------------------------------------------------------ reading
@@ -303,19 +331,34 @@ class MemoryService:
         memory = self.memories.get(memory_id)
         return self.record_retrieval([memory], "get")[0]
 
-    def get_recent(self, repo: str, limit: int = 50) -> list[Memory]:
-        """Active memories, most recently refreshed first (not yet verified)."""
+    def get_recent(self, repo: str, limit: int = 50, *, category: str | None = None,
+                   tag: str | None = None) -> list[Memory]:
+        """Active memories, most recently refreshed first (not yet verified); of one
+        category, or carrying one tag, when given."""
         validate_repo(repo)
         _check_limit(limit)
-        return self.record_retrieval(self.memories.recent(repo, limit=limit), "recent")
+        return self.record_retrieval(
+            self.memories.recent(repo, limit=limit, category=category, tag=tag), "recent")
 
-    def search(self, repo: str, query: str, limit: int = 20) -> list[Memory]:
+    def search(self, repo: str, query: str, limit: int = 20, *, safe: bool = False,
+               category: str | None = None, tag: str | None = None) -> list[Memory]:
+        """Active memories matching ``query``, ranked as seed 003 ranks them: full-text
+        score minus tag penalties (``quality.TAG_PENALTIES``); ``safe`` weighs the
+        penalties fully and leaves out known bad patterns (``POISON_PATH``,
+        ``PHANTOM_PATTERN``)."""
         validate_repo(repo)
         _check_limit(limit)
-        return self.record_retrieval(self.memories.search(repo, query, limit=limit), "search")
+        # More than asked, so that penalised memories can sink below the cut; the text
+        # score is how the query's words fall in subject, tags and fact (``relevance``),
+        # ties kept in the store's order.
+        found = self.memories.search(repo, query, limit=min(3 * limit, 10_000),
+                                     category=category, tag=tag)
+        ranked = rank_search(found, [relevance(m, query) for m in found], safe=safe)[:limit]
+        return self.record_retrieval(ranked, "search")
 
     def search_by_path(self, repo: str, path: str, lines: tuple[int, int] | None = None,
-                       limit: int = 50) -> list[Memory]:
+                       limit: int = 50, *, category: str | None = None,
+                       tag: str | None = None) -> list[Memory]:
         """Active memories citing ``path`` (overlapping ``lines``, when given)."""
         validate_repo(repo)
         _check_limit(limit)
@@ -325,8 +368,8 @@ class MemoryService:
             path, lines = ref.path, (ref.line_start, ref.line_end)
         else:
             path = parse_citation({"path": path, "line_start": 1}, "path").path
-        return self.record_retrieval(self.memories.by_path(repo, path, lines=lines, limit=limit),
-                               "path")
+        return self.record_retrieval(self.memories.by_path(
+            repo, path, lines=lines, limit=limit, category=category, tag=tag), "path")
 
     def memories_citing(self, repo: str, paths: Iterable[str], *,
                         limit: int = 10_000) -> dict[str, list[Memory]]:
@@ -408,6 +451,8 @@ class MemoryService:
         ref: str = "HEAD",
         apply: bool | None = None,
         include_invalid: bool = False,
+        include_expired: bool = False,
+        expire: bool = True,
         on_progress: Progress | None = None,
     ) -> VerificationReport:
         """Check memories (by id, or every active memory of ``repo``) at ``ref``.
@@ -417,178 +462,35 @@ class MemoryService:
         whose citations all hold are refreshed (relocated citations rewritten to their
         new place, the old one kept in telemetry), memories with changed or missing
         code are invalidated with a reason naming the citations, and, with
-        ``include_invalid``, invalid memories that hold again are revived. Anywhere
-        else the pass is a view that changes nothing stored (``apply=False`` makes any
-        pass a dry run); ``apply=True`` applies verdicts at a ``ref`` on the main line
-        that is not its tip (after a merge). Unverifiable citations are never a verdict,
-        and a memory stored on a commit the checked revision does not contain (an
-        unmerged branch) is not invalidated there. Every verdict records the main line
-        and commit it was made at."""
-        started = time.perf_counter()
+        ``include_invalid`` / ``include_expired``, invalid or expired memories that hold
+        again are revived. Anywhere else the pass is a view that changes nothing stored
+        (``apply=False`` makes any pass a dry run); ``apply=True`` applies verdicts at a
+        ``ref`` on the main line that is not its tip (after a merge). Unverifiable
+        citations are never a verdict, and a memory stored on a commit the checked
+        revision does not contain (an unmerged branch) is not invalidated there. Every
+        verdict records the main line and commit it was made at.
+
+        With ``expire`` (the default), a memory nobody used for the policy's days is
+        left out unread, and expires at the tip (``verify/passes.py``)."""
         if ids is not None:
             memories = self.memories.get_many(list(ids))
         elif repo is not None:
             name = validate_repo(repo)
             memories = self.memories.recent(name, limit=None)
-            if include_invalid:
-                memories += self.memories.recent(name, limit=None, status=Status.INVALID)
+            for wanted, status in ((include_invalid, Status.INVALID),
+                                   (include_expired, Status.EXPIRED)):
+                if wanted:
+                    memories += self.memories.recent(name, limit=None, status=status)
         else:
             raise ValidationError("verify needs memory ids or a repo")
-        by_repo: dict[str, list[Memory]] = {}
-        for memory in memories:
-            by_repo.setdefault(memory.repo, []).append(memory)
-        decided: list[tuple[Verification, Transition | None, TelemetryEvent]] = []
-        scopes: dict[str, PassScope] = {}
-        requests = 0
-        done = 0
-        now = utcnow()
-        verifiers: dict[int, Verifier] = {}  # one per source: files are read once per run
-        for repo_name, group in by_repo.items():
-            source = self.source_for(repo_name)
-            before = _requests(source)
-            scope = scopes[repo_name] = pass_scope(source, ref, apply=apply,
-                                                   branch=self.truth_ref)
-            verifier = verifiers.setdefault(id(source), Verifier(source, locator=self.locator))
-            checked: list[tuple[Memory, list[CitationCheck], Decision, str | None]] = []
-            for memory in group:
-                # An unreadable ref makes every citation unverifiable (never a verdict).
-                checks = verifier.check(memory.citations, scope.revision)
-                checked.append((memory, checks, *decide(checks)))
-                done += 1
-                if on_progress is not None:
-                    on_progress(done, len(memories))
-            placing = _to_place(scope, [(m, d) for m, _, d, _ in checked])
-            inside = _contained(source, scope, placing)
-            asked = {m.id for m in placing}
-            spent = _requests(source) - before
-            requests += spent
-            decided += [self._decide(memory, checks, decision, reason, scope, now,
-                                     contained=inside if memory.id in asked else None,
-                                     include_invalid=include_invalid, requests=spent)
-                        for memory, checks, decision, reason in checked]
-        # Written after every repository was checked: one transaction per batch, not
-        # one per repository (a pass over a team's store spans many).
-        results = {v.memory.id: v for v in self._carry_out(decided)}
-        return VerificationReport(
-            verifications=tuple(results[m.id] for m in memories if m.id in results),
-            revisions={repo_name: scope.revision for repo_name, scope in scopes.items()},
-            duration_ms=(time.perf_counter() - started) * 1000,
-            requests=requests,
-            scopes=scopes,
-        )
-
-    def _decide(self, memory: Memory, checks: list[CitationCheck], decision: Decision,
-                reason: str | None, scope: PassScope, now: datetime, *,
-                contained: frozenset[str] | None, include_invalid: bool, requests: int,
-                ) -> tuple[Verification, Transition | None, TelemetryEvent]:
-        """The verdict on one memory (or the view of it), the change it calls for (None:
-        nothing changes), and the event that records the outcome.
-
-        ``contained``: the citation commits the checked revision contains, when the
-        memory had to be placed (None: it was judged on the main line before). One that
-        does not hold and cites a commit not contained (an unmerged branch) is not
-        judged until it is merged."""
-        kind = scope.kind
-        transition: Transition | None = None
-        merged = contained is None or all(c.sha in contained for c in memory.citations)
-        if kind.judges:
-            if memory.status is Status.ACTIVE and decision is Decision.INVALIDATE \
-                    and not merged:
-                kind = Scope.UNMERGED
-                reason = (f"{reason}; not judged: it was stored on a commit that "
-                          f"{scope.verdict_ref} does not contain yet (judged once merged)")
-            elif decision is not Decision.UNVERIFIED and (
-                    memory.status is Status.ACTIVE
-                    or (memory.status is Status.INVALID and include_invalid
-                        and decision is Decision.REFRESH)):
-                transition = self._verdict(memory, checks, decision, reason, scope,
-                                           contained, now, requests)
-        verification = Verification(memory, tuple(checks), decision, scope.revision, reason,
-                                    scope=kind, ref=scope.ref)
-        if transition is not None:
-            return verification, transition, transition.events[0]
-        outcome = self._outcome_event(memory, checks, decision, reason, scope, kind,
-                                      requests, now)
-        return verification, None, outcome
-
-    def _carry_out(self, decided: Sequence[tuple[Verification, Transition | None,
-                                                  TelemetryEvent]]) -> list[Verification]:
-        out = [v for v, transition, _ in decided if transition is None]
-        pending = [(v, transition) for v, transition, _ in decided if transition is not None]
-        # Nothing to change: the outcome alone is recorded, now, after anything queued.
-        self.telemetry.flush([outcome for _, transition, outcome in decided
-                              if transition is None])
-        for start in range(0, len(pending), APPLY_BATCH):
-            batch = pending[start:start + APPLY_BATCH]
-            applied = self.memories.apply([t for _, t in batch])
-            for (verification, transition), done in zip(batch, applied, strict=True):
-                # Not applied: another writer changed the memory meanwhile; report it as
-                # it was.
-                if done:
-                    verification = replace(verification,
-                                           memory=transition.apply_to(verification.memory),
-                                           change=_change(transition))
-                out.append(verification)
-        return out
-
-    def _outcome_event(self, memory: Memory, checks: Sequence[CitationCheck],
-                       decision: Decision, reason: str | None, scope: PassScope, kind: Scope,
-                       requests: int, at: datetime) -> TelemetryEvent:
-        """The one event of a verification that changes nothing: ``unverifiable`` in a
-        verdict pass (the memory stays as it is), else ``checked`` (a view, a dry run,
-        an unmerged memory, or a memory whose status a verdict does not touch). Views
-        are "what was seen", kept apart from verdicts so dashboards never count them."""
-        outcomes = [c.to_dict() for c in checks]
-        if kind.judges and decision is Decision.UNVERIFIED and memory.status is Status.ACTIVE:
-            return self._event(EventKind.UNVERIFIABLE, memory, None, at, ref=scope.ref,
-                               revision=scope.revision, outcomes=outcomes, reason=reason,
-                               pass_requests=requests)
-        return self._event(EventKind.CHECKED, memory, None, at, scope=kind.value,
-                           ref=scope.ref, revision=scope.revision, decision=decision.value,
-                           reason=reason, outcomes=outcomes, pass_requests=requests)
-
-    def _verdict(self, memory: Memory, checks: Sequence[CitationCheck], decision: Decision,
-                 reason: str | None, scope: PassScope, contained: frozenset[str] | None,
-                 now: datetime, requests: int) -> Transition:
-        """The change a verdict makes, with its events (the outcome event first): the
-        memory is refreshed (revived, if it was invalid) or invalidated, and records the
-        main line and commit of the verdict."""
-        revision, at = scope.revision, now
-        where = {"ref": scope.ref, "revision": revision}
-        outcomes = [c.to_dict() for c in checks]
-        # The outcome event carries what the whole pass spent (API requests), so
-        # dashboards can sum the cost of verification from telemetry alone.
-        if decision is Decision.INVALIDATE:
-            return Transition(
-                memory.id, status=Status.INVALID, invalid_reason=reason, add_verifications=1,
-                verified_ref=scope.verdict_ref, verified_commit=revision,
-                events=(self._event(EventKind.VERIFIED_INVALID, memory, None, at, **where,
-                                    outcomes=outcomes, pass_requests=requests),
-                        self._event(EventKind.INVALIDATED, memory, None, at, reason=reason,
-                                    **where)))
-        events = [self._event(EventKind.VERIFIED_VALID, memory, None, at, **where,
-                              outcomes=outcomes, pass_requests=requests)]
-        events += [self._event(EventKind.RELOCATED, memory, None, at, **where,
-                               old=str(c.citation.location), new=str(c.location))
-                   for c in checks if c.outcome is Outcome.RELOCATED]
-        revived = memory.status is Status.INVALID
-        if revived:
-            events.append(self._event(EventKind.REVIVED, memory, None, at, **where,
-                                      was=memory.invalid_reason))
-        else:
-            events.append(self._event(EventKind.REFRESHED, memory, None, at,
-                                      by="verification"))
-        # A citation made on a commit the main line does not contain (a branch that was
-        # squashed or rebased in) is pinned to the revision that holds it now, so the
-        # memory's citations name main-line commits from now on.
-        citations = tuple(_advance(c, revision, keep_pins=contained is None
-                                   or c.citation.sha in contained) for c in checks)
-        return Transition(
-            memory.id, expect=memory.status, status=Status.ACTIVE if revived else None,
-            refreshed_at=now, add_verifications=1, verified_commit=revision,
-            verified_ref=scope.verdict_ref,
-            citations=citations if citations != memory.citations else None,
-            events=tuple(events))
+        revive = frozenset(status for wanted, status in ((include_invalid, Status.INVALID),
+                                                          (include_expired, Status.EXPIRED))
+                           if wanted)
+        return VerificationPass(
+            self.memories, self.telemetry, actor=self.actor, locator=self.locator,
+            truth_ref=self.truth_ref, expire_days=self.policy.expire_days if expire else 0,
+        ).run(memories, self.source_for, ref=ref, apply=apply, revive=revive,
+              on_progress=on_progress)
 
     def verify_citations(self, repo: str, citations: Sequence[CitationRef | Mapping[str, Any]],
                          *, ref: str = "HEAD") -> list[CitationCheck]:
@@ -627,13 +529,18 @@ class MemoryService:
     def context(self, repo: str, *, ref: str = "HEAD", limit: int = 20,
                 query: str | None = None, hydration: str = "full",
                 budget: int | None = None, memories: Sequence[Memory] | None = None,
-                dry_run: bool = False, list_left_out: bool = False) -> Context:
+                dry_run: bool = False, list_left_out: bool = False, safe: bool = False,
+                category: str | None = None, tag: str | None = None) -> Context:
         """Verify the most recent memories (those matching ``query`` first, when given;
         or exactly ``memories``, e.g. a search's results), then format only those that
         passed: at ``hydration`` (``summary``, ``full`` or ``files``), within ``budget``
         estimated tokens (default ``prompt.DEFAULT_BUDGET``), most relevant to ``query``
-        first, else most recently refreshed first. ``list_left_out`` lists the memories
-        that did not pass by id and reason (for a caller that may act on them).
+        first, then those recently confirmed, often applied and validated
+        (``quality.standing``). ``list_left_out`` lists the memories that did not pass
+        by id and reason (for a caller that may act on them). ``safe``, ``category`` and
+        ``tag`` narrow the candidates as ``search`` does; poor performers (feedback says
+        they mostly did not help) and memories nobody used for the policy's days are
+        set aside, named in the note, never quoted.
 
         The verification follows the ref rule (``verify``): at the main line's tip it
         refreshes and invalidates; anywhere else, or with ``dry_run``, it is a view that
@@ -645,10 +552,14 @@ class MemoryService:
         if memories is not None:
             candidates = list(memories)
         else:
-            candidates = self.get_recent(repo, limit=limit)
+            candidates = self.get_recent(repo, limit=limit, category=category, tag=tag)
             if query and query.strip():
-                found = self.search(repo, query, limit=limit)
+                found = self.search(repo, query, limit=limit, safe=safe, category=category,
+                                    tag=tag)
                 candidates = list({m.id: m for m in [*found, *candidates]}.values())[:limit]
+        set_aside = tuple((m, f"poor feedback: {m.success_count} of {m.feedback_count} uses "
+                              "helped") for m in candidates if m.poor)
+        candidates = [m for m in candidates if not m.poor]
         apply = False if dry_run else None
         report = self.verify([m.id for m in candidates], ref=ref, apply=apply)
         scope = report.scopes.get(repo) or self.scope(repo, ref=ref, apply=apply)
@@ -661,10 +572,14 @@ class MemoryService:
         rendered = render_context(repo, revision, report.verifications, hydration=level,
                                   budget=budget, query=query, list_left_out=list_left_out,
                                   read_code=read_code if level is Hydration.FILES else None,
-                                  view=None if scope.judges else scope.cause)
+                                  view=None if scope.judges else scope.cause,
+                                  set_aside=set_aside)
+        # The memories in the order they are shown (then those cut for room).
+        order = {mid: i for i, mid in enumerate([*rendered.hydration, *rendered.omitted])}
+        passed = sorted((v.memory for v in report.verifications if v.passed),
+                        key=lambda m: order.get(m.id, len(order)))
         return Context(
-            repo=repo, revision=revision,
-            memories=tuple(v.memory for v in report.verifications if v.passed),
+            repo=repo, revision=revision, memories=tuple(passed),
             markdown=rendered.text, left_out=rendered.left_out, scope=scope,
             rendered=rendered, verifications=report.verifications,
         )
@@ -722,9 +637,12 @@ class MemoryService:
         """Record whether applying a memory worked: ``success`` or ``failure``.
 
         ``applied`` says a memory was used; feedback says whether using it helped, the
-        signal that tells a useful memory from a merely popular one. Any memory may get
-        feedback (one applied yesterday may be invalid today); an unknown id is
-        ``NotFound``. Only telemetry is written."""
+        signal that tells a useful memory from a merely popular one. It counts into the
+        memory's success rate: applied at least 3 times with at least 90 % success and
+        no conflict, it becomes validated (a promotion candidate, ``promotion_queue``);
+        with under 50 % success after 4 feedbacks it is a poor performer, left out of
+        context. Any memory may get feedback (one applied yesterday may be invalid
+        today); an unknown id is ``NotFound``."""
         if outcome not in ("success", "failure"):
             raise ValidationError(f"outcome must be 'success' or 'failure', got {outcome!r}")
         if note is not None and not isinstance(note, str):
@@ -734,64 +652,106 @@ class MemoryService:
             raise ValidationError(f"note is {len(note)} characters long; the limit is 2000")
         memory = self.memories.get(memory_id)
         event = self._event(EventKind.FEEDBACK, memory, outcome=outcome, note=note)
-        self.telemetry.flush([event])  # written now, after anything queued before it
+        transition = Transition(memory_id, expect=memory.status,
+                                add_successes=int(outcome == "success"),
+                                add_failures=int(outcome == "failure"), events=(event,))
+        after = transition.apply_to(memory)
+        if after.validated and not memory.validated and not self.conflicts(after):
+            transition = replace(transition, events=(event, self._event(
+                EventKind.VALIDATED, memory, applied=after.applied_count,
+                success_rate=after.success_rate)))
+        self._transition(memory, transition, "record feedback on")
         return event
 
+    # ------------------------------------------------------------------ quality
 
-def _requests(source: CodeSource) -> int:
-    """Requests the source has sent so far (0 for one that spends none)."""
-    return source.requests if isinstance(source, CountsRequests) else 0
+    def conflicts(self, memory: Memory) -> list[Memory]:
+        """Active memories citing the same code as ``memory`` that say something else
+        (``quality.classify``): what a person should reconcile."""
+        return list(classify(memory, self._citing_code(memory), self.policy).conflicts)
 
+    def pending(self, repo: str, *, limit: int = 50, category: str | None = None,
+                tag: str | None = None) -> list[Memory]:
+        """Memories waiting for a person's approval, most recent first."""
+        validate_repo(repo)
+        _check_limit(limit)
+        return self.record_retrieval(self.memories.recent(
+            repo, limit=limit, status=Status.PENDING, category=category, tag=tag), "pending")
 
-def _change(transition: Transition) -> str:
-    """What an applied verdict did, in the word reports use."""
-    if transition.status is Status.INVALID:
-        return "invalidated"
-    if transition.status is Status.ACTIVE and transition.expect is Status.INVALID:
-        return "revived"
-    return "refreshed"
+    def approve(self, memory_id: str, *, by: str | None = None) -> Memory:
+        """Make a pending memory active. Refused (``Conflict``) to whoever proposed it,
+        unless the policy allows self-approval: its category needs a second person."""
+        memory = self.memories.get(memory_id)
+        approver = by or self.actor
+        self._check_reviewer(memory, approver, "approve")
+        now = utcnow()
+        return self._transition(memory, Transition(
+            memory_id, expect=Status.PENDING, status=Status.ACTIVE, refreshed_at=now,
+            used_at=now, events=(self._event(EventKind.APPROVED, memory, by=approver),)),
+            "approve")
 
+    def reject(self, memory_id: str, reason: str, *, by: str | None = None) -> Memory:
+        """Retire a pending memory (it becomes invalid, the reason kept)."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValidationError("a rejection needs a reason")
+        memory = self.memories.get(memory_id)
+        reviewer = by or self.actor
+        self._check_reviewer(memory, reviewer, "reject")
+        why = f"rejected by {reviewer}: {reason.strip()}"
+        return self._transition(memory, Transition(
+            memory_id, expect=Status.PENDING, status=Status.INVALID, invalid_reason=why,
+            events=(self._event(EventKind.REJECTED, memory, by=reviewer,
+                                reason=reason.strip()),)), "reject")
 
-def _advance(check: CitationCheck, sha: str, *, keep_pins: bool = True) -> Citation:
-    """The citation after a passing check: its new place and pins, same fingerprint.
+    def _check_reviewer(self, memory: Memory, reviewer: str, action: str) -> None:
+        if memory.status is not Status.PENDING:
+            raise Conflict(f"memory {memory.id} is {memory.status.value}, not pending: "
+                           f"there is nothing to {action}")
+        if not self.policy.self_approval and reviewer == memory.created_by:
+            raise Conflict(f"memory {memory.id} was proposed by {reviewer}; another person "
+                           f"must {action} it (VMEM_SELF_APPROVAL=1 allows it)")
 
-    A file whose blob did not change (step 1) keeps its old pins, unless they point off
-    the main line (``keep_pins`` False): "at that commit the file was this blob" is
-    still true, step 1 still answers next time, and a pass over unchanged code then
-    rewrites no citation rows."""
-    assert check.location is not None
-    if check.step == 1 and keep_pins:
-        return check.citation
-    return check.citation.moved_to(check.location, sha=sha, blob_sha=check.blob_sha)
+    def promotion_queue(self, repo: str, *, limit: int = 50) -> list[Memory]:
+        """Validated memories not promoted yet and in no open conflict, most applied
+        first: the human-gated queue of seed 000 (``promote`` writes one into a rules
+        file)."""
+        validate_repo(repo)
+        _check_limit(limit)
+        ready = [m for m in self.memories.recent(repo, limit=None)
+                 if m.validated and m.promoted_to is None]
+        ready = [m for m in ready if not self.conflicts(m)]
+        ready.sort(key=lambda m: (-m.applied_count, -(m.success_rate or 0), m.id))
+        return ready[:limit]
 
+    def promote(self, memory_id: str, to: str,
+                write: Callable[[Verification], object] | None = None) -> Verification:
+        """Promote a validated memory into the rules file ``to`` (a person's decision):
+        verify it (the rule cites the verified lines: ``Verification.checks``), let
+        ``write`` write the rule (``rules_file.write_rule``), then record the promotion,
+        so a rule that could not be written is not recorded. Refused (``Conflict``)
+        unless the memory is validated, in no conflict, and holds."""
+        memory = self.memories.get(memory_id)
+        if not memory.validated:
+            raise Conflict(f"memory {memory_id} is not validated (applied "
+                           f"{memory.applied_count}x, success rate "
+                           f"{_percent(memory.success_rate)}): promotion needs at least 3 "
+                           "applications with 90 % success")
+        if self.conflicts(memory):
+            raise Conflict(f"memory {memory_id} conflicts with "
+                           + ", ".join(m.id for m in self.conflicts(memory)))
+        (check,) = self.verify([memory_id], expire=False).verifications
+        if not check.passed:
+            raise Conflict(f"memory {memory_id} does not hold now ({check.reason}): "
+                           "a rule must cite code that still says it")
+        if write is not None:
+            write(check)
+        promoted = self._transition(check.memory, Transition(
+            memory_id, promoted_to=to,
+            events=(self._event(EventKind.PROMOTED, memory, to=to),)), "promote")
+        return replace(check, memory=promoted)
 
-def _to_place(scope: PassScope, checked: Sequence[tuple[Memory, Decision]]) -> list[Memory]:
-    """The memories a verdict pass must place on the main line before changing them.
-
-    A memory judged on the main line before needs no placing at the tip: its citations
-    were pinned to main-line commits. Off the tip (an explicit apply after a merge) every
-    memory is placed, since one may cite code newer than the revision."""
-    if not scope.judges:
-        return []
-    return [m for m, decision in checked
-            if decision is not Decision.UNVERIFIED
-            and m.status in (Status.ACTIVE, Status.INVALID)
-            and (m.verified_ref is None or not scope.at_tip)]
-
-
-def _contained(source: CodeSource, scope: PassScope,
-               placing: Sequence[Memory]) -> frozenset[str]:
-    """The commits of these memories' citations that the checked revision contains: one
-    question to the source per pass. A source that cannot answer contains nothing (so
-    no verdict against a memory it cannot place, and pins move to the revision)."""
-    here = frozenset({scope.revision})  # a memory stored at this very commit: no question
-    commits = {c.sha for m in placing for c in m.citations if c.sha} - here
-    if not commits:
-        return here
-    try:
-        return here | source.contained(commits, scope.revision)
-    except (NotFound, SourceUnavailable):
-        return here
+def _percent(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{rate:.0%}"
 
 
 def _check_limit(limit: int) -> None:

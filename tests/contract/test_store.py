@@ -881,3 +881,14 @@ def test_close_is_idempotent_and_final(store: MemoryStore) -> None:
 
     with pytest.raises(StoreError):
         store.recent(REPO)
+
+
+def test_count_is_per_repository_and_status(store: MemoryStore) -> None:
+    store.add(mem())
+    store.add(mem(status=Status.PENDING))
+    store.add(mem(status=Status.INVALID))
+    store.add(mem(repo=OTHER))
+    assert store.count(REPO) == 1
+    assert store.count(REPO, status=Status.PENDING) == 1
+    assert store.count(REPO, status=None) == 3
+    assert store.count("nobody/nothing") == 0

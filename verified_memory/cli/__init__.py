@@ -26,10 +26,18 @@ from verified_memory.cli.env import (
     say,
     tell_not_checked,
 )
+from verified_memory.cli.quality import COMMANDS as QUALITY_COMMANDS
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
 from verified_memory.errors import ValidationError, VerifiedMemoryError
-from verified_memory.models import CitationRef, Decision, NewMemory, Status, parse_citation
+from verified_memory.models import (
+    CitationRef,
+    Decision,
+    NewMemory,
+    Status,
+    Stored,
+    parse_citation,
+)
 from verified_memory.service import VerificationReport
 
 __all__ = ["main"]
@@ -59,6 +67,15 @@ def cli(ctx: click.Context, db: str | None, directory: Path, time_limit: float |
 pass_env = click.make_pass_decorator(Env)
 cli.add_command(db)
 cli.add_command(review)
+for _command in QUALITY_COMMANDS:
+    cli.add_command(_command)
+
+
+def filter_options(f: F) -> F:
+    """--category and --tag: narrow a listing (before its limit)."""
+    f = click.option("--tag", help="Only memories with this tag.")(f)
+    return click.option("--category",
+                        help="Only memories of this category (e.g. convention).")(f)
 
 
 def _memory_input(input_file: str | None, repo: str | None, env: Env,
@@ -133,9 +150,31 @@ def store(env: Env, /, repo: str | None, as_json: bool, ref: str, worktree: bool
     env.out = Output(as_json)
     new = _memory_input(input_file, repo, env, flags, cites)
     with running(env, worktree=worktree) as service:
-        memory = service.store(new, ref=ref)
-    count = len(memory.citations)
-    env.out.done(memory, f"stored {memory.id} ({count} citation{'s' if count != 1 else ''})")
+        stored = service.store(new, ref=ref)
+    _tell_stored(env, stored)
+
+
+def _tell_stored(env: Env, stored: Stored) -> None:
+    """What storing did: stored (maybe pending, maybe conflicting), or a duplicate."""
+    memory = stored.memory
+    for warning in stored.warnings:
+        say(f"vmem: warning: {warning}")
+    if stored.conflicts:
+        say(f"vmem: possible conflict: {', '.join(stored.conflicts)} cite the same code and "
+            "say something else; supersede or invalidate what no longer holds")
+    if env.out.as_json:
+        env.out.json(stored.to_dict())
+        return
+    if stored.duplicate:
+        message = (f"not stored twice: {memory.id} already says this about the same code "
+                   "(refreshed instead)")
+    else:
+        count = len(memory.citations)
+        message = f"stored {memory.id} ({count} citation{'s' if count != 1 else ''})"
+        if memory.status is Status.PENDING:
+            message += (f"; pending: category {memory.category} needs approval "
+                        "(vmem approve ID, by someone else)")
+    env.out.out.print(message, markup=False)
 
 
 @cli.command()
@@ -157,14 +196,17 @@ def supersede(env: Env, /, old_id: str, repo: str | None, as_json: bool, ref: st
 
 @cli.command()
 @common
+@filter_options
 @click.option("--limit", default=50, show_default=True, help="How many memories.")
 @pass_env
-def recent(env: Env, repo: str | None, as_json: bool, limit: int) -> None:
+def recent(env: Env, repo: str | None, as_json: bool, category: str | None, tag: str | None,
+           limit: int) -> None:
     """Active memories, most recently refreshed first (not verified: see `context`)."""
     env.out = Output(as_json)
     name = env.repo(repo)
     with running(env) as service:
-        env.out.memories(service.get_recent(name, limit=limit), title=f"recent in {name}")
+        env.out.memories(service.get_recent(name, limit=limit, category=category, tag=tag),
+                         title=f"recent in {name}")
 
 
 @cli.command()
@@ -177,7 +219,8 @@ def show(env: Env, memory_id: str, as_json: bool) -> None:
     with running(env) as service:
         memory = service.get(memory_id)
         standing = service.standing(memory)
-    env.out.memory(memory, standing=standing)
+        conflicts = [m.id for m in service.conflicts(memory)]
+    env.out.memory(memory, standing=standing, conflicts=conflicts)
 
 
 @cli.command()
@@ -186,10 +229,16 @@ def show(env: Env, memory_id: str, as_json: bool) -> None:
 @click.option("--path", metavar="PATH[:START-END]",
               help="Memories citing this file (and these lines) instead of a text query.")
 @click.option("--limit", default=20, show_default=True)
+@filter_options
+@click.option("--safe", is_flag=True,
+              help="Safe mode: weigh tag penalties fully and leave out memories tagged "
+                   "POISON_PATH or PHANTOM_PATTERN.")
 @pass_env
 def search(env: Env, query: str, repo: str | None, as_json: bool, path: str | None,
-           limit: int) -> None:
-    """Search memories by text (subject, fact, tags) or by the file they cite."""
+           limit: int, category: str | None, tag: str | None, safe: bool) -> None:
+    """Search memories by text (subject, fact, tags) or by the file they cite. Text
+    results are ranked by full-text score minus tag penalties (COMPLETION_DRIVE,
+    POISON_PATH, PHANTOM_PATTERN, UNVERIFIED_CLAIM)."""
     env.out = Output(as_json)
     name = env.repo(repo)
     if not query and not path:
@@ -200,9 +249,11 @@ def search(env: Env, query: str, repo: str | None, as_json: bool, path: str | No
             if ":" in path:
                 cite = _parse_cite(path, f"--path {path}")
                 path, lines = cite.path, (cite.line_start, cite.line_end)
-            found = service.search_by_path(name, path, lines, limit=limit)
+            found = service.search_by_path(name, path, lines, limit=limit, category=category,
+                                           tag=tag)
         else:
-            found = service.search(name, query, limit=limit)
+            found = service.search(name, query, limit=limit, safe=safe, category=category,
+                                   tag=tag)
         env.out.memories(found, title=f"matches in {name}")
 
 
@@ -214,9 +265,13 @@ def search(env: Env, query: str, repo: str | None, as_json: bool, path: str | No
 @click.option("--include-invalid", is_flag=True,
               help="Also re-check invalid memories; at the main line's tip, those whose "
                    "citations hold again become active (revived).")
+@click.option("--include-expired", is_flag=True,
+              help="Also re-check expired memories (unused too long); at the tip, those "
+                   "that hold become active again.")
 @pass_env
 def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref: str,
-           worktree: bool, dry_run: bool, include_invalid: bool) -> None:
+           worktree: bool, dry_run: bool, include_invalid: bool,
+           include_expired: bool) -> None:
     """Check memories' citations against the code at REF (every active memory of the
     repository, or the IDS given).
 
@@ -233,7 +288,8 @@ def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref:
             say(f"vmem: {service.scope(name, ref=ref, apply=apply).why}")
         with progress(env) as shown:
             report = service.verify(ids or None, repo=name, ref=ref, apply=apply,
-                                    include_invalid=include_invalid, on_progress=shown)
+                                    include_invalid=include_invalid,
+                                    include_expired=include_expired, on_progress=shown)
     if as_json:
         env.out.json(report.to_dict())
         tell_not_checked(env, report.verifications)
@@ -286,10 +342,15 @@ def _verify_summary(report: VerificationReport) -> str:
 @click.option("--dry-run", is_flag=True,
               help="Check without refreshing or invalidating anything, even at the main "
                    "line's tip.")
+@filter_options
+@click.option("--safe", is_flag=True,
+              help="With --query: weigh tag penalties fully, leave out POISON_PATH and "
+                   "PHANTOM_PATTERN memories.")
 @pass_env
 def context(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
             limit: int, query: str | None, hydration: str, budget: int,
-            hook: str | None, dry_run: bool) -> None:
+            hook: str | None, dry_run: bool, category: str | None, tag: str | None,
+            safe: bool) -> None:
     """Verify the most recent memories and print those that hold, as markdown for a
     prompt (memories that fail are left out; see `verify`).
 
@@ -301,7 +362,8 @@ def context(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
     ref = env.ref(ref, worktree=worktree)
     with running(env, worktree=worktree, kind="context") as service:
         ctx = service.context(name, ref=ref, limit=limit, query=query, hydration=hydration,
-                              budget=budget, dry_run=dry_run)
+                              budget=budget, dry_run=dry_run, safe=safe, category=category,
+                              tag=tag)
     if ctx.scope is not None:
         say(f"vmem: {ctx.scope.why}")
     if hook == "claude-code":
@@ -398,7 +460,11 @@ def stats(env: Env, repo: str | None, as_json: bool) -> None:
     env.out = Output(as_json)
     name = env.repo(repo)
     with running(env) as service:
-        env.out.stats(service.stats(name))
+        stats = service.stats(name)
+        warning = service.soft_limit_warning(name)
+    if warning:
+        say(f"vmem: warning: {warning}")
+    env.out.stats(stats)
 
 
 @cli.group()

@@ -20,6 +20,7 @@ from verified_memory.cli.passes import Kind, bounded, not_checked_line
 from verified_memory.cli.render import Output
 from verified_memory.errors import SourceUnavailable, ValidationError
 from verified_memory.models import Verification
+from verified_memory.quality import QualityPolicy
 from verified_memory.service import MemoryService
 from verified_memory.sources.base import CodeSource, SourcesByRepo
 
@@ -104,7 +105,8 @@ class Env:
         factory = SourcesByRepo(lambda repo: self._source(repo, worktree, settings))
         return MemoryService(open_store(self.db, settings),
                              source if source is not None else factory,
-                             actor=settings.actor, truth_ref=settings.truth_ref)
+                             actor=settings.actor, truth_ref=settings.truth_ref,
+                             policy=QualityPolicy.from_env())
 
     def _source(self, repo: str, worktree: bool, settings: Settings) -> CodeSource:
         wc = self.working_copy

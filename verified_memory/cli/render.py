@@ -30,7 +30,7 @@ _OUTCOME_STYLE = {
     Outcome.UNVERIFIABLE: "yellow",
 }
 _DECISION_STYLE = {Decision.REFRESH: "green", Decision.INVALIDATE: "red",
-                   Decision.UNVERIFIED: "yellow"}
+                   Decision.UNVERIFIED: "yellow", Decision.EXPIRE: "dim"}
 
 
 class Output:
@@ -73,9 +73,14 @@ class Output:
                           m.refreshed_at.strftime("%Y-%m-%d %H:%M"))
         self.out.print(table)
 
-    def memory(self, m: Memory, *, standing: str | None = None) -> None:
+    def memory(self, m: Memory, *, standing: str | None = None,
+               conflicts: Sequence[str] = ()) -> None:
         if self.as_json:
-            self.json({**m.to_dict(), "standing": standing} if standing else m.to_dict())
+            fields: dict[str, Any] = {"validated": m.validated, "poor": m.poor,
+                                      "conflicts": list(conflicts)}
+            if standing:
+                fields["standing"] = standing
+            self.json({**m.to_dict(), **fields})
             return
         self.out.print(Text.assemble((sanitize(m.subject), "bold"), f"  ({sanitize(m.id)})"))
         self.out.print(_plain(f"status: {m.status.value}"
@@ -96,6 +101,18 @@ class Output:
         self.out.print(_plain(", ".join(extra)), style="dim")
         if standing:
             self.out.print(_plain(f"main line: {standing}"))
+        quality = [f"category {m.category}" if m.category else "no category"]
+        if m.feedback_count:
+            quality.append(f"{m.success_count} of {m.feedback_count} uses helped")
+        if m.validated:
+            quality.append("validated (a promotion candidate)")
+        if m.poor:
+            quality.append("poor performer (left out of context)")
+        if m.promoted_to:
+            quality.append(f"promoted into {m.promoted_to}")
+        self.out.print(_plain("quality: " + ", ".join(quality)))
+        if conflicts:
+            self.out.print(_plain("possible conflict with: " + ", ".join(conflicts)))
 
     def checks_table(self, rows: Sequence[tuple[str, str, CitationCheck]], title: str) -> None:
         table = Table(title=_plain(title), title_justify="left")
@@ -120,6 +137,8 @@ class Output:
         for kind, n in sorted(s.events.items()):
             table.add_row(_plain(f"event {kind}"), str(n))
         table.add_row("active, not judged on the main line yet", str(s.unconfirmed))
+        table.add_row("validated (promotion candidates)", str(s.validated))
+        table.add_row("poor performers (left out of context)", str(s.poor))
         rate = s.invalidation_rate
         table.add_row("invalidation rate", "-" if rate is None else f"{rate:.1%}")
         self.out.print(table)

@@ -76,6 +76,10 @@ class MemoryStore(Protocol):
     ) -> list[Memory]:
         """Active memories citing ``path`` (overlapping ``lines`` when given)."""
 
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
+        """How many memories ``repo`` has in ``status`` (any status: None). Cheap: an
+        index count, for checks on every store (the soft limit)."""
+
     def repos(self) -> list[str]:
         """Every repository with memories (any status), sorted."""
 

@@ -153,6 +153,11 @@ class InMemoryStore:
             ]
         return _newest_first(chosen)[:bound]
 
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
+        with self._open():
+            return sum(1 for m in self._memories.values()
+                       if m.repo == repo and (status is None or m.status == status))
+
     def repos(self) -> list[str]:
         with self._open():
             return sorted({m.repo for m in self._memories.values()})

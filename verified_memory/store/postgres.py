@@ -419,6 +419,13 @@ class PostgresStore(ClosingStore):
         rows = self._fetch("counting memories", "select agent_memory_stats(%s) as s", (repo,))
         return stats_from_json(repo, rows[0]["s"] if rows else None)
 
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
+        where, params = ("repo = %s", (repo,)) if status is None else (
+            "repo = %s and status = %s", (repo, Status(status).value))
+        rows = self._fetch("counting memories",
+                           f"select count(*) as n from agent_memory where {where}", params)
+        return int(rows[0]["n"])
+
     def repos(self) -> list[str]:
         """Repositories that have memories, sorted."""
         rows = self._fetch(

@@ -417,6 +417,13 @@ class SQLiteStore(ClosingStore):
         with self._read("listing recent memories") as conn:
             return self._hydrate(conn, conn.execute(sql, (*params, bound)).fetchall())
 
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
+        where, params = ("repo = ?", [repo]) if status is None else (
+            "repo = ? AND status = ?", [repo, Status(status).value])
+        with self._read("counting memories") as conn:
+            return int(conn.execute(f"SELECT count(*) FROM agent_memory WHERE {where}",
+                                    params).fetchone()[0])
+
     def repos(self) -> list[str]:
         with self._read("listing repositories") as conn:
             return [row[0] for row in conn.execute(

@@ -288,6 +288,16 @@ class SupabaseStore(ClosingStore):
         data = self._rpc("counting memories", "agent_memory_stats", {"p_repo": repo})
         return stats_from_json(repo, data if isinstance(data, dict) else None)
 
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
+        data = self._rpc("counting memories", "agent_memory_count", {
+            "p_repo": repo, "p_status": None if status is None else Status(status).value})
+        if isinstance(data, list) and len(data) == 1:  # a scalar, as some servers wrap it
+            data = next(iter(data[0].values())) if isinstance(data[0], dict) else data[0]
+        if not isinstance(data, int) or isinstance(data, bool):
+            raise StoreError(f"Supabase answered {type(data).__name__}, not a count, while "
+                             "counting memories")
+        return data
+
     def repos(self) -> list[str]:
         """Repositories that have memories (that this key or user may see), sorted."""
         rows = self._pages(

@@ -1,0 +1,448 @@
+"""Memory quality through the service, the CLI and MCP: duplicates and conflicts on
+store, categories that need approval, feedback to validation and promotion, poor
+performers, expiry, ranking with tag penalties, the soft limit. Real git repositories,
+real SQLite files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.novelty_threshold import errors, load, sweep
+from tests.gitrepo import GitRepo
+from tests.test_cli import vmem, vmem_json
+from verified_memory import (
+    Conflict,
+    EventKind,
+    LocalGitSource,
+    MemoryService,
+    Status,
+)
+from verified_memory.models import Decision, Transition, utcnow
+from verified_memory.quality import (
+    DUPLICATE_SIMILARITY,
+    QualityPolicy,
+    normalize_category,
+    text_similarity,
+)
+from verified_memory.store.sqlite import SQLiteStore
+
+REPO = "acme/net"
+NET = """\
+MAX_RETRIES = 3
+TIMEOUT = 10
+BACKOFF = 0.5
+
+
+def fetch(url):
+    for _ in range(MAX_RETRIES):
+        if get(url, timeout=TIMEOUT):
+            return True
+        sleep(BACKOFF)
+    return False
+
+
+def close(conn):
+    conn.flush()
+    return None
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
+    repo = GitRepo(tmp_path / "net")
+    repo.write("net/fetch.py", NET)
+    repo.commit("initial")
+    repo.run("remote", "add", "origin", "https://github.com/acme/net.git")
+    monkeypatch.chdir(repo.path)
+    monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'q.db'}")
+    return repo
+
+
+@pytest.fixture
+def db(repo: GitRepo, tmp_path: Path) -> Path:
+    return tmp_path / "q.db"
+
+
+def service_for(repo: GitRepo, db: Path, **policy: Any) -> MemoryService:
+    return MemoryService(SQLiteStore(db), LocalGitSource(repo.path), actor="alice",
+                         policy=QualityPolicy(**policy))
+
+
+@pytest.fixture
+def service(repo: GitRepo, db: Path) -> Iterator[MemoryService]:
+    with service_for(repo, db) as svc:
+        yield svc
+
+
+def memory(subject: str = "Retry budget",
+           fact: str = "fetch retries MAX_RETRIES times, then gives up.",
+           lines: tuple[int, int] = (6, 11), **extra: Any) -> dict[str, Any]:
+    return {"repo": REPO, "subject": subject, "fact": fact,
+            "citations": [{"path": "net/fetch.py", "line_start": lines[0],
+                           "line_end": lines[1]}], **extra}
+
+
+def kinds(service: MemoryService, memory_id: str) -> list[str]:
+    service.telemetry.flush()
+    return [e.kind.value for e in service.memories.events(memory_id=memory_id)]
+
+
+# --------------------------------------------------------------------------- novelty
+
+
+def test_the_same_memory_stored_three_times_is_one_memory(service: MemoryService) -> None:
+    first = service.store(memory())
+    again = service.store(memory())
+    reworded = service.store(memory(fact="fetch retries MAX_RETRIES times and then gives up"))
+    assert not first.duplicate
+    assert again.duplicate
+    assert again.id == first.id
+    assert reworded.duplicate
+    assert reworded.id == first.id
+    assert [m.id for m in service.memories.recent(REPO)] == [first.id]
+    assert kinds(service, first.id) == ["created", "refreshed", "refreshed"]
+    assert service.memories.events(memory_id=first.id)[1].detail["by"] == "duplicate"
+
+
+def test_the_same_code_with_another_claim_is_stored_and_flagged(service: MemoryService) -> None:
+    first = service.store(memory())
+    other = service.store(memory(fact="fetch retries 5 times, then gives up."))
+    assert not other.duplicate
+    assert other.conflicts == (first.id,)
+    assert other.memory.status is Status.ACTIVE
+    created = service.memories.events(memory_id=other.id, kinds=[EventKind.CREATED])[0]
+    assert created.detail["conflicts"] == [first.id]
+    assert [m.id for m in service.conflicts(other.memory)] == [first.id]
+    # The same words about other code are a memory of their own, with no conflict.
+    elsewhere = service.store(memory(lines=(14, 16)))
+    assert not elsewhere.duplicate
+    assert elsewhere.conflicts == ()
+
+
+def test_the_threshold_is_measured_on_the_labelled_pairs() -> None:
+    """tests/data/novelty_pairs.jsonl: DUPLICATE_SIMILARITY merges no two different
+    claims and finds most duplicates; it lies in the range that does that best."""
+    pairs = load()
+    merged, kept = errors(pairs, text_similarity, DUPLICATE_SIMILARITY)
+    duplicates = sum(p[3] for p in pairs)
+    assert merged == 0
+    assert (duplicates - kept) / duplicates >= 0.85
+    first, last, fewest = sweep(pairs, text_similarity)
+    assert first <= DUPLICATE_SIMILARITY <= last
+    assert kept == fewest
+
+
+# --------------------------------------------------------------------------- approval
+
+
+def test_categories_are_normalised_and_free_form_is_kept() -> None:
+    assert normalize_category("Business Rules") == "business_rule"
+    assert normalize_category("business-rule") == "business_rule"
+    assert normalize_category("Conventions") == "convention"
+    assert normalize_category("gotchas") == "gotcha"
+    assert normalize_category("Release Train") == "release_train"
+
+
+def test_a_business_rule_waits_for_someone_else_to_approve_it(
+        repo: GitRepo, db: Path) -> None:
+    with service_for(repo, db) as alice:
+        stored = alice.store(memory("Revenue date", "Revenue is recognised at invoice date.",
+                                    category="business_rules", created_by="alice"))
+        rule = stored.memory
+        assert (rule.category, rule.status) == ("business_rule", Status.PENDING)
+        assert alice.get_recent(REPO) == []
+        assert alice.context(REPO).memories == ()
+        assert [m.id for m in alice.pending(REPO)] == [rule.id]
+        with pytest.raises(Conflict, match="proposed by alice"):
+            alice.approve(rule.id)
+    with MemoryService(SQLiteStore(db), LocalGitSource(repo.path), actor="bob") as bob:
+        approved = bob.approve(rule.id)
+        assert approved.status is Status.ACTIVE
+        assert [m.id for m in bob.context(REPO).memories] == [rule.id]
+        with pytest.raises(Conflict, match="not pending"):
+            bob.approve(rule.id)
+        assert "approved" in kinds(bob, rule.id)
+
+
+def test_reject_and_self_approval_when_configured(repo: GitRepo, db: Path) -> None:
+    with service_for(repo, db, self_approval=True) as alice:
+        one = alice.store(memory("Discount", "Discounts apply before tax.",
+                                 category="business_rule")).memory
+        two = alice.store(memory("Fiscal year", "The fiscal year starts on April 1.",
+                                 lines=(1, 1), category="business_rule")).memory
+        assert alice.approve(one.id).status is Status.ACTIVE
+        rejected = alice.reject(two.id, "it starts in January")
+        assert rejected.status is Status.INVALID
+        assert rejected.invalid_reason == "rejected by alice: it starts in January"
+    with service_for(repo, db, approval_categories=frozenset()) as open_policy:
+        assert open_policy.store(memory("Tax", "Tax is 20 %.", lines=(2, 2),
+                                        category="business_rule")).memory.status \
+            is Status.ACTIVE
+
+
+# --------------------------------------------------------------------------- feedback
+
+
+def test_feedback_validates_and_a_person_promotes(service: MemoryService, repo: GitRepo,
+                                                  tmp_path: Path) -> None:
+    from verified_memory.rules_file import write_rule
+
+    m = service.store(memory()).memory
+    for _ in range(3):
+        service.log_applied(m.id)
+    for outcome in ["success"] * 9 + ["failure"]:
+        service.feedback(m.id, outcome)
+    now = service.memories.get(m.id)
+    assert now.validated
+    assert (now.success_count, now.failure_count, now.applied_count) == (9, 1, 3)
+    assert kinds(service, m.id).count("validated") == 1  # once, when it first qualified
+    assert [q.id for q in service.promotion_queue(REPO)] == [m.id]
+    rules = repo.path / "AGENTS.md"
+    rules.write_text("# Agents\n\nBe kind.\n\n## Testing\n\nRun pytest.\n")
+    check = service.promote(m.id, "AGENTS.md", write=lambda c: write_rule(
+        rules, c.memory, c.checks, c.revision))
+    text = rules.read_text()
+    assert text.count(f"<!-- vmem:rule {m.id} -->") == 1
+    assert "## Conventions from verified memory" in text
+    assert "`net/fetch.py:6-11`" in text
+    assert text.index("## Conventions") > text.index("Run pytest.")  # appended, not inside
+    assert check.passed
+    assert service.memories.get(m.id).promoted_to == "AGENTS.md"
+    assert service.promotion_queue(REPO) == []
+    # Writing it again replaces the block: the file keeps one rule per memory.
+    write_rule(rules, check.memory, check.checks, check.revision)
+    assert rules.read_text().count(f"<!-- vmem:rule {m.id} -->") == 1
+
+
+def test_promotion_needs_validation_and_a_rule_that_could_not_be_written_is_not_recorded(
+        service: MemoryService) -> None:
+    m = service.store(memory()).memory
+    with pytest.raises(Conflict, match="not validated"):
+        service.promote(m.id, "AGENTS.md")
+    service.memories.apply([Transition(m.id, add_applications=3, add_successes=3)])
+
+    def refuse(_: Any) -> None:
+        raise OSError("read-only file system")
+
+    with pytest.raises(OSError, match="read-only"):
+        service.promote(m.id, "AGENTS.md", write=refuse)
+    assert service.memories.get(m.id).promoted_to is None
+
+
+def test_a_poor_performer_is_set_aside_from_context(service: MemoryService) -> None:
+    good = service.store(memory()).memory
+    poor = service.store(memory("Close", "close flushes the connection first.",
+                                lines=(14, 16))).memory
+    for outcome in ("failure", "failure", "failure", "success"):
+        service.feedback(poor.id, outcome)
+    assert service.memories.get(poor.id).poor
+    context = service.context(REPO)
+    assert [m.id for m in context.memories] == [good.id]
+    assert "set aside for poor feedback" in context.markdown
+    assert poor.id in context.markdown
+    assert service.stats(REPO).poor == 1
+
+
+# --------------------------------------------------------------------------- decay
+
+
+def age(service: MemoryService, memory_id: str, days: int) -> None:
+    """Pretend nobody used the memory for ``days``."""
+    service.memories.apply([Transition(memory_id,
+                                       used_at=utcnow() - timedelta(days=days))])
+
+
+def test_an_unused_memory_expires_at_the_tip_and_comes_back_when_used(
+        service: MemoryService, repo: GitRepo) -> None:
+    fresh = service.store(memory()).memory
+    stale = service.store(memory("Close", "close flushes the connection first.",
+                                 lines=(14, 16))).memory
+    age(service, stale.id, 30)
+    # Off the tip it is left out, not expired.
+    repo.run("checkout", "-q", "-b", "topic")
+    repo.write("README.md", "topic\n")
+    repo.commit("topic")
+    view = service.context(REPO)
+    assert [m.id for m in view.memories] == [fresh.id]
+    assert "1 expired (unused too long)" in view.markdown
+    assert service.memories.get(stale.id).status is Status.ACTIVE
+    repo.run("checkout", "-q", "main")
+    context = service.context(REPO)
+    assert [m.id for m in context.memories] == [fresh.id]
+    assert service.memories.get(stale.id).status is Status.EXPIRED
+    assert kinds(service, stale.id)[-1] == "expired"
+    # Used again: verified first, active again, applied.
+    back = service.log_applied(stale.id)
+    assert (back.status, back.applied_count) == (Status.ACTIVE, 1)
+    assert "revived" in kinds(service, stale.id)
+    assert [v.decision for v in service.verify([stale.id]).verifications] == [Decision.REFRESH]
+
+
+def test_an_expired_memory_whose_code_changed_does_not_come_back(
+        service: MemoryService, repo: GitRepo) -> None:
+    stale = service.store(memory("Close", "close flushes the connection first.",
+                                 lines=(14, 16))).memory
+    age(service, stale.id, 60)
+    service.verify(repo=REPO)
+    assert service.memories.get(stale.id).status is Status.EXPIRED
+    repo.write("net/fetch.py", NET.replace("conn.flush()", "conn.close()"))
+    repo.commit("close closes")
+    with pytest.raises(Conflict, match="expired"):
+        service.log_applied(stale.id)
+    assert service.memories.get(stale.id).status is Status.EXPIRED
+
+
+def test_expiry_can_be_turned_off(repo: GitRepo, db: Path) -> None:
+    with service_for(repo, db, expire_days=0) as svc:
+        m = svc.store(memory()).memory
+        age(svc, m.id, 400)
+        assert [x.id for x in svc.context(REPO).memories] == [m.id]
+
+
+# --------------------------------------------------------------------------- ranking
+
+
+def test_tag_penalties_rank_bad_patterns_down_and_safe_mode_drops_them(
+        service: MemoryService) -> None:
+    poison = service.store(memory("Retry loop", "retries MAX_RETRIES times in fetch",
+                                  tags=["POISON_PATH"])).memory
+    clean = service.store(memory("Retry loop timing", "fetch retries sleep BACKOFF",
+                                 lines=(7, 9))).memory
+    hasty = service.store(memory("Retry loop close", "retries end by closing",
+                                 lines=(14, 16), tags=["COMPLETION_DRIVE"])).memory
+    assert [m.id for m in service.search(REPO, "retry loop")] == [clean.id, hasty.id,
+                                                                   poison.id]
+    assert [m.id for m in service.search(REPO, "retry loop", safe=True)] == [clean.id,
+                                                                             hasty.id]
+
+
+def test_context_prefers_often_applied_validated_memories(service: MemoryService) -> None:
+    plain = service.store(memory()).memory
+    proven = service.store(memory("Close", "close flushes the connection first.",
+                                  lines=(14, 16))).memory
+    service.memories.apply([Transition(proven.id, add_applications=5, add_successes=5)])
+    service.verify(repo=REPO)  # both refreshed in the same instant
+    assert [m.id for m in service.context(REPO).memories] == [proven.id, plain.id]
+
+
+def test_listings_filter_by_category_and_tag(service: MemoryService) -> None:
+    a = service.store(memory(category="convention", tags=["http"])).memory
+    b = service.store(memory("Close", "close flushes the connection first.",
+                             lines=(14, 16), category="gotcha")).memory
+    assert [m.id for m in service.get_recent(REPO, category="gotcha")] == [b.id]
+    assert [m.id for m in service.search(REPO, "fetch", tag="http")] == [a.id]
+    assert [m.id for m in service.context(REPO, tag="http").memories] == [a.id]
+
+
+def test_the_soft_limit_names_the_oldest_unused(repo: GitRepo, db: Path) -> None:
+    with service_for(repo, db, soft_limit=2) as svc:
+        first = svc.store(memory()).memory
+        svc.store(memory("Close", "close flushes the connection first.", lines=(14, 16)))
+        third = svc.store(memory("Timeout", "TIMEOUT is ten seconds.", lines=(2, 2)))
+        (warning,) = third.warnings
+        assert "3 active memories, over the soft limit of 2" in warning
+        assert first.id[:8] in warning
+        assert svc.soft_limit_warning(REPO) == warning
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def test_cli_store_pending_approve_reject_and_promote(
+        repo: GitRepo, db: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VMEM_ACTOR", "alice")
+    cite = ["--cite", "net/fetch.py:6-11"]
+    stored = vmem_json(capsys, "store", "--subject", "Retry budget", "--fact",
+                       "fetch retries MAX_RETRIES times", *cite)
+    code, out, err = vmem(capsys, "store", "--subject", "Retry budget", "--fact",
+                          "fetch retries MAX_RETRIES times", *cite)
+    assert code == 0, err
+    assert f"not stored twice: {stored['id']} already says this" in out
+    code, out, err = vmem(capsys, "store", "--subject", "Retry budget", "--fact",
+                          "fetch retries 5 times", *cite)
+    assert code == 0, err
+    assert f"possible conflict: {stored['id']}" in err
+    rule = vmem_json(capsys, "store", "--subject", "Revenue", "--fact", "at invoice date",
+                     "--cite", "net/fetch.py:1", "--category", "Business Rules")
+    assert (rule["status"], rule["category"]) == ("pending", "business_rule")
+    pending = vmem_json(capsys, "pending")
+    assert [m["id"] for m in pending] == [rule["id"]]
+    code, _, err = vmem(capsys, "approve", rule["id"])
+    assert code == 1
+    assert "proposed by alice" in err
+    approved = vmem_json(capsys, "approve", rule["id"], "--by", "bob")
+    assert approved["status"] == "active"
+    other = vmem_json(capsys, "store", "--subject", "Tax", "--fact", "twenty percent",
+                      "--cite", "net/fetch.py:2", "--category", "business_rule")
+    rejected = vmem_json(capsys, "reject", other["id"], "--reason", "wrong rate", "--by",
+                         "bob")
+    assert rejected["invalid_reason"] == "rejected by bob: wrong rate"
+    # Promotion: the queue, then the rule in the file.
+    with service_for(repo, db) as svc:
+        svc.memories.apply([Transition(stored["id"], add_applications=3, add_successes=3)])
+    # A memory in an open conflict waits: the other claim is settled first.
+    assert vmem_json(capsys, "promote", "--list") == []
+    conflicting = vmem_json(capsys, "show", stored["id"])["conflicts"]
+    assert len(conflicting) == 1  # the "5 times" memory
+    vmem_json(capsys, "invalidate", conflicting[0], "--reason", "it is MAX_RETRIES")
+    queue = vmem_json(capsys, "promote", "--list")
+    assert [m["id"] for m in queue] == [stored["id"]]
+    promoted = vmem_json(capsys, "promote", stored["id"], "--to", "AGENTS.md")
+    assert promoted["promoted_to"] == "AGENTS.md"
+    assert f"<!-- vmem:rule {stored['id']} -->" in (repo.path / "AGENTS.md").read_text()
+    shown = vmem_json(capsys, "show", stored["id"])
+    assert shown["validated"] is True
+    assert shown["conflicts"] == []
+    stats = vmem_json(capsys, "stats")
+    assert stats["validated"] == 1
+    assert stats["by_status"]["invalid"] == 2
+
+
+def test_cli_search_safe_mode_and_filters(repo: GitRepo, capsys: pytest.CaptureFixture[str]
+                                          ) -> None:
+    vmem_json(capsys, "store", "--subject", "Retry loop", "--fact", "retry in fetch",
+              "--cite", "net/fetch.py:6-11", "--tag", "POISON_PATH")
+    safe = vmem_json(capsys, "search", "retry", "--safe")
+    assert safe == []
+    found = vmem_json(capsys, "search", "retry", "--tag", "POISON_PATH")
+    assert len(found) == 1
+    assert vmem_json(capsys, "recent", "--category", "gotcha") == []
+
+
+# --------------------------------------------------------------------------- MCP
+
+
+def test_mcp_store_tells_a_duplicate_and_approval_is_refused_to_the_proposer(
+        repo: GitRepo, db: Path) -> None:
+    from tests.test_mcp_server import call, error, ok
+    from verified_memory.mcp_server import build_server
+
+    server = build_server(lambda: service_for(repo, db), default_repo=REPO)
+    args = {"subject": "Retry budget", "fact": "fetch retries MAX_RETRIES times",
+            "citations": [{"path": "net/fetch.py", "line_start": 6, "line_end": 11}]}
+    first = ok(call(server, "memory_store", **args))
+    second = ok(call(server, "memory_store", **args))
+    assert (first["duplicate"], second["duplicate"]) == (False, True)
+    assert second["id"] == first["id"]
+    proposed = ok(call(server, "memory_store", subject="Revenue", fact="at invoice date",
+                       citations=[{"path": "net/fetch.py", "line_start": 1}],
+                       category="business_rule"))
+    assert proposed["status"] == "pending"
+    pending = ok(call(server, "memory_pending"))["pending"]
+    assert [m["id"] for m in pending] == [proposed["id"]]
+    refused = error(call(server, "memory_approve", memory_id=proposed["id"]))
+    assert "proposed by mcp:" in refused
+    poison = ok(call(server, "memory_store", subject="Retry hack", fact="retry forever",
+                     citations=[{"path": "net/fetch.py", "line_start": 14,
+                                 "line_end": 16}], tags=["POISON_PATH"]))
+    safe = ok(call(server, "memory_search", query="retry", safe_mode=True))
+    assert poison["id"] not in json.dumps(safe["verified"])
+    normal = ok(call(server, "memory_search", query="retry"))
+    assert [v["id"] for v in normal["verified"]][-1] == poison["id"]

@@ -1,0 +1,109 @@
+"""``vmem pending``, ``approve``, ``reject`` and ``promote``: the people's side of memory
+quality (``quality.py``). Memories of a category that needs approval (business rules by
+default) wait as ``pending`` until someone other than their proposer approves them;
+memories applied often with success are validated and queue for promotion into a rules
+file, which a person does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from verified_memory.cli.env import Env, common, running, say
+from verified_memory.cli.render import Output
+
+__all__ = ["COMMANDS"]
+
+pass_env = click.make_pass_decorator(Env)
+
+
+@click.command()
+@common
+@click.option("--category", help="Only memories of this category.")
+@click.option("--tag", help="Only memories with this tag.")
+@click.option("--limit", default=50, show_default=True, help="How many memories.")
+@pass_env
+def pending(env: Env, repo: str | None, as_json: bool, category: str | None, tag: str | None,
+            limit: int) -> None:
+    """Memories waiting for approval (categories that need a person, e.g. business
+    rules): never injected until approved."""
+    env.out = Output(as_json)
+    name = env.repo(repo)
+    with running(env) as service:
+        found = service.pending(name, limit=limit, category=category, tag=tag)
+    env.out.memories(found, title=f"pending in {name}")
+
+
+@click.command()
+@click.argument("memory_id")
+@click.option("--by", help="Who approves (default: VMEM_ACTOR). Not whoever proposed it.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+@pass_env
+def approve(env: Env, memory_id: str, by: str | None, as_json: bool) -> None:
+    """Approve a pending memory: it becomes active (verified before use, like any)."""
+    env.out = Output(as_json)
+    with running(env) as service:
+        memory = service.approve(memory_id, by=by)
+    env.out.done(memory, f"approved {memory.id}: active")
+
+
+@click.command()
+@click.argument("memory_id")
+@click.option("--reason", required=True, help="Why it is rejected (kept with the memory).")
+@click.option("--by", help="Who rejects (default: VMEM_ACTOR).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+@pass_env
+def reject(env: Env, memory_id: str, reason: str, by: str | None, as_json: bool) -> None:
+    """Reject a pending memory: it becomes invalid, with the reason."""
+    env.out = Output(as_json)
+    with running(env) as service:
+        memory = service.reject(memory_id, reason, by=by)
+    env.out.done(memory, f"rejected {memory.id}")
+
+
+@click.command()
+@click.argument("memory_id", required=False)
+@click.option("--list", "show_queue", is_flag=True,
+              help="List the promotion queue: validated memories (applied 3+ times, 90%+ "
+                   "success, no conflict) not promoted yet.")
+@click.option("--to", "rules_file", type=click.Path(dir_okay=False, path_type=Path),
+              metavar="FILE", help="The rules file to write the rule into (AGENTS.md, "
+                                   "CLAUDE.md, .cursor/rules/NAME.mdc, ...).")
+@click.option("--section", default="Conventions from verified memory", show_default=True,
+              help="The section (a ## heading) the rule goes under.")
+@common
+@pass_env
+def promote(env: Env, memory_id: str | None, show_queue: bool, rules_file: Path | None,
+            section: str, repo: str | None, as_json: bool) -> None:
+    """Promote a validated memory into a rules file, as a rule citing its verified
+    lines (a person's decision: nothing is promoted on its own).
+
+    \b
+    vmem promote --list
+    vmem promote 3f2c... --to AGENTS.md
+    """
+    from verified_memory.rules_file import write_rule
+
+    env.out = Output(as_json)
+    if show_queue or memory_id is None:
+        if memory_id is not None or rules_file is not None:
+            raise click.UsageError("--list takes no MEMORY_ID or --to")
+        name = env.repo(repo)
+        with running(env) as service:
+            queue = service.promotion_queue(name)
+        env.out.memories(queue, title=f"ready to promote in {name}")
+        return
+    if rules_file is None:
+        raise click.UsageError("name the rules file with --to FILE")
+    target = rules_file if rules_file.is_absolute() else env.directory / rules_file
+    with running(env) as service:
+        check = service.promote(memory_id, str(rules_file), write=lambda c: write_rule(
+            target, c.memory, c.checks, c.revision, section=section))
+    if not as_json:
+        say(f"vmem: {memory_id} was verified at {check.where}")
+    env.out.done(check.memory, f"promoted {check.memory.id} into {rules_file}")
+
+
+COMMANDS = (pending, approve, reject, promote)

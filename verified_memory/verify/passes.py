@@ -1,0 +1,369 @@
+"""One verification pass: check memories' citations at a ref, decide under the ref rule,
+and carry the decisions out (``MemoryService.verify`` runs one).
+
+Per repository the pass finds its scope (``verify/scope.py``: a verdict at the main
+line's tip, else a view), checks every citation (``verify/ladder.py``), decides per
+memory (``verify/decision.py``), and, in a verdict pass, places never-judged memories on
+the main line (a memory stored on an unmerged branch is not invalidated there) and lets
+memories nobody used for the policy's days expire. The decisions of every repository are
+written together, in batches of ``APPLY_BATCH`` transitions per store transaction, each
+with the events that record it; a check that changes nothing leaves one event (a
+verdict pass's ``unverifiable``, else ``checked``: what was seen, never counted as a
+verdict).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from verified_memory.errors import NotFound, SourceUnavailable
+from verified_memory.models import (
+    Citation,
+    CitationCheck,
+    Decision,
+    EventKind,
+    Memory,
+    Outcome,
+    Scope,
+    Status,
+    TelemetryEvent,
+    Transition,
+    Verification,
+    utcnow,
+)
+from verified_memory.quality import expired_at
+from verified_memory.sources.base import CodeSource, CountsRequests
+from verified_memory.store.base import MemoryStore
+from verified_memory.telemetry import TelemetryBuffer
+from verified_memory.verify.decision import decide
+from verified_memory.verify.ladder import Locator, Verifier
+from verified_memory.verify.scope import PassScope, pass_scope
+
+__all__ = ["APPLY_BATCH", "VerificationPass", "VerificationReport"]
+
+Progress = Callable[[int, int], None]
+Decided = tuple[Verification, Transition | None, TelemetryEvent]
+
+#: Transitions written per store transaction during a verification pass.
+APPLY_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationReport:
+    """One verification pass: a ``Verification`` per memory, in the order asked."""
+
+    verifications: tuple[Verification, ...]
+    revisions: Mapping[str, str]  # repo -> revision checked
+    duration_ms: float
+    requests: int = 0  # requests the source sent (GitHub); 0 for local sources
+    scopes: Mapping[str, PassScope] = field(default_factory=dict)  # repo -> what it may change
+
+    def count(self, decision: Decision, *, judged: bool | None = None) -> int:
+        """Verifications that reached ``decision`` (only verdicts, or only views, when
+        ``judged`` says so)."""
+        return sum(1 for v in self.verifications if v.decision is decision
+                   and (judged is None or v.judged is judged))
+
+    def changed(self, change: str) -> int:
+        """Memories this pass refreshed, invalidated or revived (``Verification.change``)."""
+        return sum(1 for v in self.verifications if v.change == change)
+
+    @property
+    def unmerged(self) -> int:
+        """Memories a verdict pass did not judge: stored on a branch not merged yet."""
+        return sum(1 for v in self.verifications if v.scope is Scope.UNMERGED)
+
+    @property
+    def passed(self) -> list[Memory]:
+        return [v.memory for v in self.verifications if v.passed]
+
+    @property
+    def applies(self) -> bool:
+        """Whether any repository's verdicts were applied."""
+        return any(s.judges for s in self.scopes.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "revisions": dict(self.revisions),
+            "scopes": {repo: scope.to_dict() for repo, scope in self.scopes.items()},
+            "duration_ms": round(self.duration_ms, 1),
+            "requests": self.requests,
+            "hold": self.count(Decision.REFRESH),
+            "do_not_hold": self.count(Decision.INVALIDATE),
+            "unverified": self.count(Decision.UNVERIFIED),
+            "refreshed": self.changed("refreshed"),
+            "invalidated": self.changed("invalidated"),
+            "revived": self.changed("revived"),
+            "unmerged": self.unmerged,
+            "memories": [v.to_dict() for v in self.verifications],
+        }
+
+
+class VerificationPass:
+    """A pass over memories, writing through ``store`` as ``actor`` (see the module)."""
+
+    def __init__(self, store: MemoryStore, telemetry: TelemetryBuffer, *, actor: str,
+                 locator: Locator, truth_ref: str | None = None, expire_days: int = 0,
+                 now: datetime | None = None) -> None:
+        self.store = store
+        self.telemetry = telemetry
+        self.actor = actor
+        self.locator = locator
+        self.truth_ref = truth_ref
+        self.expire_days = expire_days
+        self.now = now or utcnow()
+
+    def _event(self, kind: EventKind, memory: Memory, _repo: None, at: datetime, /,
+               **detail: Any) -> TelemetryEvent:
+        return TelemetryEvent(kind=kind, repo=memory.repo, memory_id=memory.id,
+                              actor=self.actor, at=at, detail=detail)
+
+    def run(self, memories: Sequence[Memory], source_for: Callable[[str], CodeSource], *,
+            ref: str = "HEAD", apply: bool | None = None,
+            revive: frozenset[Status] = frozenset(),
+            on_progress: Progress | None = None) -> VerificationReport:
+        """Check ``memories`` at ``ref`` (``apply`` as ``MemoryService.verify`` takes
+        it); a memory in a ``revive`` status that holds at the tip becomes active."""
+        started = time.perf_counter()
+        by_repo: dict[str, list[Memory]] = {}
+        for memory in memories:
+            by_repo.setdefault(memory.repo, []).append(memory)
+        decided: list[Decided] = []
+        scopes: dict[str, PassScope] = {}
+        requests = 0
+        done = 0
+        now = self.now
+        verifiers: dict[int, Verifier] = {}  # one per source: files are read once per run
+        for repo_name, group in by_repo.items():
+            source = source_for(repo_name)
+            before = _requests(source)
+            scope = scopes[repo_name] = pass_scope(source, ref, apply=apply,
+                                                   branch=self.truth_ref)
+            verifier = verifiers.setdefault(id(source), Verifier(source, locator=self.locator))
+            checked: list[tuple[Memory, list[CitationCheck], Decision, str | None]] = []
+            for memory in group:
+                done += 1
+                if on_progress is not None:
+                    on_progress(done, len(memories))
+                if self._unused(memory):
+                    decided.append(self._expire(memory, scope, spent=0))
+                    continue
+                # An unreadable ref makes every citation unverifiable (never a verdict).
+                checks = verifier.check(memory.citations, scope.revision)
+                checked.append((memory, checks, *decide(checks)))
+            placing = _to_place(scope, [(m, d) for m, _, d, _ in checked])
+            inside = _contained(source, scope, placing)
+            asked = {m.id for m in placing}
+            spent = _requests(source) - before
+            requests += spent
+            decided += [self._decide(memory, checks, decision, reason, scope, now,
+                                     contained=inside if memory.id in asked else None,
+                                     revive=revive, requests=spent)
+                        for memory, checks, decision, reason in checked]
+        # Written after every repository was checked: one transaction per batch, not
+        # one per repository (a pass over a team's store spans many).
+        results = {v.memory.id: v for v in self._carry_out(decided)}
+        return VerificationReport(
+            verifications=tuple(results[m.id] for m in memories if m.id in results),
+            revisions={repo_name: scope.revision for repo_name, scope in scopes.items()},
+            duration_ms=(time.perf_counter() - started) * 1000,
+            requests=requests,
+            scopes=scopes,
+        )
+
+    def _unused(self, memory: Memory) -> bool:
+        """An active memory nobody used for the policy's days (decay)."""
+        deadline = expired_at(memory, self.expire_days)
+        return memory.status is Status.ACTIVE and deadline is not None and deadline <= self.now
+
+    def _expire(self, memory: Memory, scope: PassScope, *, spent: int) -> Decided:
+        """An unused memory is not injected, its code unread. In a verdict pass it
+        expires (no verdict on its code: it keeps its citations, and comes back when it
+        is verified and used); in a view it is only left out."""
+        since = (memory.used_at or memory.created_at).isoformat()
+        reason = f"unused since {since[:10]} ({self.expire_days} days)"
+        verification = Verification(memory, (), Decision.EXPIRE, scope.revision, reason,
+                                    scope=scope.kind, ref=scope.ref)
+        if not scope.judges:
+            return verification, None, self._outcome_event(
+                memory, (), Decision.EXPIRE, reason, scope, scope.kind, spent, self.now)
+        event = self._event(EventKind.EXPIRED, memory, None, self.now, ref=scope.ref,
+                            revision=scope.revision, unused_since=since,
+                            expire_days=self.expire_days)
+        return verification, Transition(memory.id, status=Status.EXPIRED,
+                                        events=(event,)), event
+
+    def _decide(self, memory: Memory, checks: list[CitationCheck], decision: Decision,
+                reason: str | None, scope: PassScope, now: datetime, *,
+                contained: frozenset[str] | None, revive: frozenset[Status], requests: int,
+                ) -> tuple[Verification, Transition | None, TelemetryEvent]:
+        """The verdict on one memory (or the view of it), the change it calls for (None:
+        nothing changes), and the event that records the outcome.
+
+        ``contained``: the citation commits the checked revision contains, when the
+        memory had to be placed (None: it was judged on the main line before). One that
+        does not hold and cites a commit not contained (an unmerged branch) is not
+        judged until it is merged."""
+        kind = scope.kind
+        transition: Transition | None = None
+        merged = contained is None or all(c.sha in contained for c in memory.citations)
+        if kind.judges:
+            if memory.status is Status.ACTIVE and decision is Decision.INVALIDATE \
+                    and not merged:
+                kind = Scope.UNMERGED
+                reason = (f"{reason}; not judged: it was stored on a commit that "
+                          f"{scope.verdict_ref} does not contain yet (judged once merged)")
+            elif decision is not Decision.UNVERIFIED and (
+                    memory.status is Status.ACTIVE
+                    or (memory.status in revive and decision is Decision.REFRESH)):
+                transition = self._verdict(memory, checks, decision, reason, scope,
+                                           contained, now, requests)
+        verification = Verification(memory, tuple(checks), decision, scope.revision, reason,
+                                    scope=kind, ref=scope.ref)
+        if transition is not None:
+            return verification, transition, transition.events[0]
+        outcome = self._outcome_event(memory, checks, decision, reason, scope, kind,
+                                      requests, now)
+        return verification, None, outcome
+
+    def _carry_out(self, decided: Sequence[tuple[Verification, Transition | None,
+                                                  TelemetryEvent]]) -> list[Verification]:
+        out = [v for v, transition, _ in decided if transition is None]
+        pending = [(v, transition) for v, transition, _ in decided if transition is not None]
+        # Nothing to change: the outcome alone is recorded, now, after anything queued.
+        self.telemetry.flush([outcome for _, transition, outcome in decided
+                              if transition is None])
+        for start in range(0, len(pending), APPLY_BATCH):
+            batch = pending[start:start + APPLY_BATCH]
+            applied = self.store.apply([t for _, t in batch])
+            for (verification, transition), done in zip(batch, applied, strict=True):
+                # Not applied: another writer changed the memory meanwhile; report it as
+                # it was.
+                if done:
+                    verification = replace(verification,
+                                           memory=transition.apply_to(verification.memory),
+                                           change=_change(transition))
+                out.append(verification)
+        return out
+
+    def _outcome_event(self, memory: Memory, checks: Sequence[CitationCheck],
+                       decision: Decision, reason: str | None, scope: PassScope, kind: Scope,
+                       requests: int, at: datetime) -> TelemetryEvent:
+        """The one event of a verification that changes nothing: ``unverifiable`` in a
+        verdict pass (the memory stays as it is), else ``checked`` (a view, a dry run,
+        an unmerged memory, or a memory whose status a verdict does not touch). Views
+        are "what was seen", kept apart from verdicts so dashboards never count them."""
+        outcomes = [c.to_dict() for c in checks]
+        if kind.judges and decision is Decision.UNVERIFIED and memory.status is Status.ACTIVE:
+            return self._event(EventKind.UNVERIFIABLE, memory, None, at, ref=scope.ref,
+                               revision=scope.revision, outcomes=outcomes, reason=reason,
+                               pass_requests=requests)
+        return self._event(EventKind.CHECKED, memory, None, at, scope=kind.value,
+                           ref=scope.ref, revision=scope.revision, decision=decision.value,
+                           reason=reason, outcomes=outcomes, pass_requests=requests)
+
+    def _verdict(self, memory: Memory, checks: Sequence[CitationCheck], decision: Decision,
+                 reason: str | None, scope: PassScope, contained: frozenset[str] | None,
+                 now: datetime, requests: int) -> Transition:
+        """The change a verdict makes, with its events (the outcome event first): the
+        memory is refreshed (revived, if it was invalid) or invalidated, and records the
+        main line and commit of the verdict."""
+        revision, at = scope.revision, now
+        where = {"ref": scope.ref, "revision": revision}
+        outcomes = [c.to_dict() for c in checks]
+        # The outcome event carries what the whole pass spent (API requests), so
+        # dashboards can sum the cost of verification from telemetry alone.
+        if decision is Decision.INVALIDATE:
+            return Transition(
+                memory.id, status=Status.INVALID, invalid_reason=reason, add_verifications=1,
+                verified_ref=scope.verdict_ref, verified_commit=revision,
+                events=(self._event(EventKind.VERIFIED_INVALID, memory, None, at, **where,
+                                    outcomes=outcomes, pass_requests=requests),
+                        self._event(EventKind.INVALIDATED, memory, None, at, reason=reason,
+                                    **where)))
+        events = [self._event(EventKind.VERIFIED_VALID, memory, None, at, **where,
+                              outcomes=outcomes, pass_requests=requests)]
+        events += [self._event(EventKind.RELOCATED, memory, None, at, **where,
+                               old=str(c.citation.location), new=str(c.location))
+                   for c in checks if c.outcome is Outcome.RELOCATED]
+        revived = memory.status is not Status.ACTIVE
+        if revived:
+            events.append(self._event(EventKind.REVIVED, memory, None, at, **where,
+                                      was=memory.status.value,
+                                      reason=memory.invalid_reason))
+        else:
+            events.append(self._event(EventKind.REFRESHED, memory, None, at,
+                                      by="verification"))
+        # A citation made on a commit the main line does not contain (a branch that was
+        # squashed or rebased in) is pinned to the revision that holds it now, so the
+        # memory's citations name main-line commits from now on.
+        citations = tuple(_advance(c, revision, keep_pins=contained is None
+                                   or c.citation.sha in contained) for c in checks)
+        return Transition(
+            memory.id, expect=memory.status, status=Status.ACTIVE if revived else None,
+            refreshed_at=now, add_verifications=1, verified_commit=revision,
+            verified_ref=scope.verdict_ref,
+            citations=citations if citations != memory.citations else None,
+            events=tuple(events))
+
+
+def _requests(source: CodeSource) -> int:
+    """Requests the source has sent so far (0 for one that spends none)."""
+    return source.requests if isinstance(source, CountsRequests) else 0
+
+
+def _change(transition: Transition) -> str:
+    """What an applied verdict did, in the word reports use."""
+    if transition.status is Status.INVALID:
+        return "invalidated"
+    if transition.status is Status.ACTIVE and transition.expect is not Status.ACTIVE:
+        return "revived"
+    if transition.status is Status.EXPIRED:
+        return "expired"
+    return "refreshed"
+
+
+def _advance(check: CitationCheck, sha: str, *, keep_pins: bool = True) -> Citation:
+    """The citation after a passing check: its new place and pins, same fingerprint.
+
+    A file whose blob did not change (step 1) keeps its old pins, unless they point off
+    the main line (``keep_pins`` False): "at that commit the file was this blob" is
+    still true, step 1 still answers next time, and a pass over unchanged code then
+    rewrites no citation rows."""
+    assert check.location is not None
+    if check.step == 1 and keep_pins:
+        return check.citation
+    return check.citation.moved_to(check.location, sha=sha, blob_sha=check.blob_sha)
+
+
+def _to_place(scope: PassScope, checked: Sequence[tuple[Memory, Decision]]) -> list[Memory]:
+    """The memories a verdict pass must place on the main line before changing them.
+
+    A memory judged on the main line before needs no placing at the tip: its citations
+    were pinned to main-line commits. Off the tip (an explicit apply after a merge) every
+    memory is placed, since one may cite code newer than the revision."""
+    if not scope.judges:
+        return []
+    return [m for m, decision in checked
+            if decision is not Decision.UNVERIFIED
+            and m.status in (Status.ACTIVE, Status.INVALID)
+            and (m.verified_ref is None or not scope.at_tip)]
+
+
+def _contained(source: CodeSource, scope: PassScope,
+               placing: Sequence[Memory]) -> frozenset[str]:
+    """The commits of these memories' citations that the checked revision contains: one
+    question to the source per pass. A source that cannot answer contains nothing (so
+    no verdict against a memory it cannot place, and pins move to the revision)."""
+    here = frozenset({scope.revision})  # a memory stored at this very commit: no question
+    commits = {c.sha for m in placing for c in m.citations if c.sha} - here
+    if not commits:
+        return here
+    try:
+        return here | source.contained(commits, scope.revision)
+    except (NotFound, SourceUnavailable):
+        return here
