@@ -55,9 +55,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
+import xxhash
+
 from verified_memory.anchors import treesitter
 from verified_memory.anchors.hashing import BLANK, hash_line
-from verified_memory.anchors.normalize import normalize_line, squeeze
+from verified_memory.anchors.normalize import squeeze
 from verified_memory.anchors.similarity import similarity, similarity_of_hashes
 from verified_memory.errors import NotFound, SourceUnavailable
 from verified_memory.models import (
@@ -456,7 +458,7 @@ class AnchorLocator(Locator):
             else None
         siblings = sibling_rows(citation, old, best) if old is not None else frozenset()
         window = rewrapped(citation, file, best.start_line, best.end_line,
-                            self._cited_chars(verifier, citation))
+                           self._cited_text(verifier, citation))
         if window is not None:
             place = Location(path, *window)
             base = (self._origin_base(verifier, citation) if cited_file
@@ -697,17 +699,17 @@ class AnchorLocator(Locator):
             self._old_trees.popitem(last=False)
         return found
 
-    def _cited_chars(self, verifier: Verifier, citation: Citation) -> int | None:
-        """The length of the cited lines without whitespace, from the citation's own
-        blob (None when it cannot be read)."""
+    def _cited_text(self, verifier: Verifier, citation: Citation) -> bytes | None:
+        """The cited lines as ``text_hash`` hashed them, from the citation's own blob
+        (None when it cannot be read, or no longer hashes to the snippet hash)."""
         try:
             old = self._old_file(verifier, citation.blob_sha)
         except (SourceUnavailable, NotFound):
             return None
         if old is None or citation.line_end > len(old.lines):
             return None
-        return sum(len(normalize_line(line))
-                   for line in old.lines[citation.line_start - 1:citation.line_end])
+        text = old.hasher().text(citation.line_start - 1, citation.line_end - 1)
+        return text if xxhash.xxh3_64_hexdigest(text) == citation.snippet_hash else None
 
     def _similarity(self, verifier: Verifier, citation: Citation, file: FileText,
                     place: Location, foreign: frozenset[int] = frozenset()) -> float:
