@@ -11,11 +11,32 @@ would, and checks at HEAD; the bulk check (anchors derived) must answer the same
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from tests.gitrepo import GitRepo
+from tests.test_relocation import (
+    History,
+    changed,
+    check_one,
+    missing,
+    moved,
+    span,
+    src,
+    within,
+)
 from verified_memory.anchors.fingerprint import fingerprint_lines
 from verified_memory.anchors.normalize import split_lines
 from verified_memory.models import Anchor, Citation
 from verified_memory.verify.alignment import rewrapped
 from verified_memory.verify.files import FileText
+
+
+@pytest.fixture(name="history")
+def _history(tmp_path: Path) -> History:
+    return History(GitRepo(tmp_path / "repo"))
+
 
 # ------------------------------------------------------------------ re-wrapped windows
 
@@ -73,3 +94,345 @@ def test_a_rewrapped_window_must_end_where_the_cited_text_ends() -> None:
     split = _file("def f():\n    y = 1\n    return total(\n        a, b)\n")
     assert rewrapped(citation, split, 1, 4, text) == (3, 4)
     assert rewrapped(citation, split, 1, 4) == (3, 4)
+
+
+# ------------------------------------------------------------------ unpaired file moves
+
+
+def _unpaired(history: History, old: str, new: str) -> None:
+    """The premise of a test: git did not see ``old`` -> ``new`` as a rename (the file
+    was edited too much on the way), so only the verifier can tell."""
+    status = history.repo.run("diff", "--name-status", "-M", history.first, "HEAD")
+    assert f"D\t{old}" in status.splitlines(), status
+    assert f"A\t{new}" in status.splitlines(), status
+
+
+def _module(functions: int, prefix: str) -> str:
+    """A module of ``functions`` small functions, each unlike the others."""
+    return "".join(src(f'''
+        def {prefix}_{i}(value):
+            """Step {i} of the {prefix} pipeline."""
+            scaled = value * {i + 2}
+            return scaled - {i}
+
+
+    ''') for i in range(functions))
+
+
+CORE = src('''
+    import re
+
+    _SLUG = re.compile(r"[^a-z0-9]+")
+
+
+    def slugify(title, limit=40):
+        """A URL slug for a title."""
+        words = _SLUG.sub("-", title.lower()).strip("-")
+        if len(words) > limit:
+            words = words[:limit].rsplit("-", 1)[0]
+        return words or "untitled"
+
+
+    class Registry:
+        """Named handlers."""
+
+        def __init__(self):
+            self.handlers = {}
+
+        def register(self, name, handler):
+            if name in self.handlers:
+                raise KeyError(f"{name} is already registered")
+            self.handlers[name] = handler
+            return handler
+
+
+''')
+REGISTER = '''\
+    def register(self, name, handler):
+        if name in self.handlers:
+            raise KeyError(f"{name} is already registered")
+        self.handlers[name] = handler
+        return handler
+'''
+REGISTER_NOW = '''\
+    def register(self, name, handler, *, replace=False):
+        if name in self.handlers and not replace:
+            raise ValueError(f"{name!r} is taken")
+        self.handlers[name] = handler
+        return handler
+'''
+SLUG_WINDOW = '''\
+    if len(words) > limit:
+        words = words[:limit].rsplit("-", 1)[0]
+'''
+
+
+def test_src_layout_adopted_while_the_files_were_edited(history: History) -> None:
+    """``pkg/core.py`` becomes ``src/pkg/core.py`` in the same stretch of history as a
+    rewrite of most of it, so git pairs nothing. The window and the definition that
+    survived are followed into the new file, exactly; the method that was rewritten
+    there (three of its five lines) is ``changed`` there, not ``missing``: the new file
+    continues the old one, so its definition of that name is the cited one."""
+    old = CORE + _module(6, "legacy")
+    history.start({"pkg/core.py": old, "pkg/__init__.py": "from .core import slugify\n"})
+    window = history.cite("pkg/core.py", *span(old, SLUG_WINDOW))
+    slugify = history.cite("pkg/core.py", *span(old, CORE[CORE.index("def slugify"):
+                                                         CORE.index("class Registry")]
+                                                   .rstrip("\n") + "\n"))
+    register = history.cite("pkg/core.py", *within(old, CORE, REGISTER))
+    new = "from __future__ import annotations\n\n" + CORE.replace(
+        REGISTER, REGISTER_NOW) + _module(9, "modern")
+    history.repo.remove("pkg")
+    history.repo.write("src/pkg/core.py", new)
+    history.repo.write("src/pkg/__init__.py", "from .core import Registry, slugify\n")
+    history.repo.commit("src layout; the legacy pipeline replaced")
+    _unpaired(history, "pkg/core.py", "src/pkg/core.py")
+    moved(check_one(history, window), "src/pkg/core.py", span(new, SLUG_WINDOW))
+    body = CORE[CORE.index("def slugify"):CORE.index("class Registry")].rstrip("\n") + "\n"
+    moved(check_one(history, slugify), "src/pkg/core.py", span(new, body))
+    changed(check_one(history, register), "src/pkg/core.py", span(new, REGISTER_NOW))
+
+
+MODELS = src('''
+    import typing
+
+
+    class QueryParams:
+        """Query string parameters."""
+
+        def __init__(self, items):
+            self._items = list(items)
+
+        def get(self, key, default=None):
+            for name, value in self._items:
+                if name == key:
+                    return value
+            return default
+
+        def keys(self):
+            return [name for name, _ in self._items]
+
+
+    class Response:
+        """An HTTP response."""
+
+        def __init__(self, status_code, content=b""):
+            self.status_code = status_code
+            self.content = content
+
+        def raise_for_status(self):
+            if 400 <= self.status_code < 600:
+                message = f"{self.status_code} error for {self!r}"
+                raise RuntimeError(message)
+            return self
+''')
+RAISE_WINDOW = '''\
+            message = f"{self.status_code} error for {self!r}"
+            raise RuntimeError(message)
+'''
+GET_WINDOW = '''\
+        for name, value in self._items:
+            if name == key:
+                return value
+'''
+
+
+def test_modules_made_private_and_split(history: History) -> None:
+    """``models.py`` becomes ``_models.py`` (much edited) and its ``QueryParams`` moves to
+    a new ``_urls.py``, rewritten: code that survived is followed into either file, the
+    class itself is ``changed`` in ``_urls.py`` (its name is new there), not ``missing``."""
+    history.start({"client/models.py": MODELS, "client/__init__.py": "from .models import *\n"})
+    raising = history.cite("client/models.py", *span(MODELS, RAISE_WINDOW))
+    getter = history.cite("client/models.py", *span(MODELS, GET_WINDOW))
+    params_class = MODELS[MODELS.index("class QueryParams"):MODELS.index("class Response")]
+    params = history.cite("client/models.py", *span(MODELS, params_class.rstrip("\n") + "\n"))
+    response = MODELS[MODELS.index("class Response"):]
+    models = src('''
+        from __future__ import annotations
+
+        import json
+        import typing
+
+        from ._urls import QueryParams
+
+
+        class Headers(dict):
+            """Case-insensitive headers."""
+
+            def __getitem__(self, key):
+                return super().__getitem__(key.lower())
+
+            def __setitem__(self, key, value):
+                super().__setitem__(key.lower(), value)
+
+            def __contains__(self, key):
+                return super().__contains__(key.lower())
+
+
+    ''') + response + src('''
+
+            def json(self):
+                return json.loads(self.content)
+    ''')
+    urls = src('''
+        class QueryParams:
+            """Immutable query string parameters."""
+
+            def __init__(self, items=()):
+                self._items = tuple(items)
+
+            def get(self, key, default=None):
+                for name, value in self._items:
+                    if name == key:
+                        return value
+                return default
+    ''')
+    history.repo.remove("client/models.py")
+    history.repo.write("client/_models.py", models)
+    history.repo.write("client/_urls.py", urls)
+    history.repo.write("client/__init__.py", "from ._models import *\n")
+    history.repo.commit("private modules; QueryParams in its own module")
+    _unpaired(history, "client/models.py", "client/_models.py")
+    moved(check_one(history, raising), "client/_models.py", span(models, RAISE_WINDOW))
+    moved(check_one(history, getter), "client/_urls.py", span(urls, GET_WINDOW))
+    changed(check_one(history, params), "client/_urls.py", span(urls, urls))
+
+
+TYPES_TS = src('''
+    export type Primitive = string | number | boolean;
+
+    export class ZodString {
+      readonly kind = "string";
+
+      parse(input: unknown): string {
+        if (typeof input !== "string") {
+          throw new TypeError(`expected a string, got ${typeof input}`);
+        }
+        return input;
+      }
+    }
+
+    export function string(): ZodString {
+      return new ZodString();
+    }
+''')
+PARSE_TS = '''\
+    if (typeof input !== "string") {
+      throw new TypeError(`expected a string, got ${typeof input}`);
+    }
+'''
+
+
+def test_package_moved_while_a_twin_copy_was_deleted(history: History) -> None:
+    """A project kept two copies of its sources (``src/`` and a generated ``deno/lib/``)
+    and moved them into ``packages/zod/src/v3/``. Git pairs the new file with one copy;
+    code cited in the other copy was not "there all along" in another file: the new
+    file continues the cited one too (same file name, its lines), so the code moved."""
+    history.start({"src/types.ts": TYPES_TS, "deno/lib/types.ts": TYPES_TS,
+                   "src/index.ts": 'export * from "./types";\n'})
+    new = "// v3, kept for compatibility\n" + TYPES_TS
+    history.repo.remove("src")
+    history.repo.remove("deno")
+    history.repo.write("packages/zod/src/v3/types.ts", new)
+    history.repo.write("packages/zod/src/v3/index.ts", 'export * from "./types";\n')
+    history.repo.commit("monorepo")
+    status = history.repo.run("diff", "--name-status", "-M", history.first, "HEAD")
+    paired = [line.split("\t")[1] for line in status.splitlines() if line.startswith("R")
+              and line.endswith("packages/zod/src/v3/types.ts")]
+    assert len(paired) == 1, status
+    unpaired = "deno/lib/types.ts" if paired[0] == "src/types.ts" else "src/types.ts"
+    cited = history.cite(unpaired, *span(TYPES_TS, PARSE_TS))
+    moved(check_one(history, cited), "packages/zod/src/v3/types.ts", span(new, PARSE_TS))
+
+
+UTIL = src('''
+    import html
+    import urllib.parse
+
+
+    def quote_path(path):
+        """Percent-encode a URL path."""
+        return urllib.parse.quote(path, safe="/")
+
+
+    def join_url(base, path):
+        if not base.endswith("/"):
+            base += "/"
+        return base + quote_path(path.lstrip("/"))
+
+
+    def escape_text(text):
+        """Escape text for HTML."""
+        escaped = html.escape(text, quote=False)
+        return escaped.replace("\\n", "<br>")
+
+
+    def escape_attribute(value):
+        escaped = html.escape(value, quote=True)
+        return f'"{escaped}"'
+''')
+JOIN_WINDOW = '''\
+    if not base.endswith("/"):
+        base += "/"
+'''
+
+
+def test_module_becomes_a_package(history: History) -> None:
+    """``util.py`` becomes the package ``util/`` (``url.py`` and ``html.py``, each with
+    half of it, so git pairs neither): each part continues the module; code is followed
+    into the part that has it, and an edited function is ``changed`` there."""
+    history.start({"app/util.py": UTIL, "app/main.py": "from .util import join_url\n"})
+    join = history.cite("app/util.py", *span(UTIL, JOIN_WINDOW))
+    escape = UTIL[UTIL.index("def escape_text"):UTIL.index("def escape_attribute")]
+    escape = escape.rstrip("\n") + "\n"
+    escaping = history.cite("app/util.py", *span(UTIL, escape))
+    url = "import urllib.parse\n\n\n" + UTIL[UTIL.index("def quote_path"):
+                                             UTIL.index("def escape_text")].rstrip("\n") + "\n"
+    escape_now = escape.replace('escaped.replace("\\n", "<br>")',
+                                'escaped.replace("\\n", "<br>\\n")')
+    html_part = "import html\n\n\n" + escape_now + "\n\n" + UTIL[
+        UTIL.index("def escape_attribute"):]
+    history.repo.remove("app/util.py")
+    history.repo.write("app/util/url.py", url)
+    history.repo.write("app/util/html.py", html_part)
+    history.repo.write("app/util/__init__.py", "from .html import *\nfrom .url import *\n")
+    history.repo.commit("util becomes a package")
+    _unpaired(history, "app/util.py", "app/util/url.py")
+    moved(check_one(history, join), "app/util/url.py", span(url, JOIN_WINDOW))
+    changed(check_one(history, escaping), "app/util/html.py", span(html_part, escape_now))
+
+
+SERVER_GO = src('''
+    package server
+
+    import "net/http"
+
+    func Health(w http.ResponseWriter, r *http.Request) {
+    \tw.Header().Set("Content-Type", "text/plain")
+    \tw.WriteHeader(http.StatusOK)
+    \tw.Write([]byte("ok"))
+    }
+
+    func Routes(mux *http.ServeMux) {
+    \tmux.HandleFunc("/health", Health)
+    }
+''')
+
+
+def test_deleted_code_is_not_relocated_into_a_markdown_guide(history: History) -> None:
+    """A Go handler is deleted from its file while a new guide shows it in a code
+    example: documentation is not where code moves to; the handler is ``missing``."""
+    history.start({"server/server.go": SERVER_GO, "README.md": "# server\n"})
+    health = SERVER_GO[SERVER_GO.index("func Health"):SERVER_GO.index("func Routes")]
+    health = health.rstrip("\n") + "\n"
+    whole = history.cite("server/server.go", *span(SERVER_GO, health))
+    window = history.cite("server/server.go", *within(SERVER_GO, health,
+                                                      '\tw.WriteHeader(http.StatusOK)\n'
+                                                      '\tw.Write([]byte("ok"))\n'))
+    history.repo.write("server/server.go", SERVER_GO.replace(health + "\n", "").replace(
+        'mux.HandleFunc("/health", Health)', 'mux.Handle("/health", http.NotFoundHandler())'))
+    history.repo.write("docs/guide.md", "# Writing handlers\n\nA handler looks like this:\n\n"
+                       "```go\n" + health + "```\n")
+    history.repo.commit("health checks move to the load balancer")
+    missing(check_one(history, whole))
+    missing(check_one(history, window))

@@ -16,8 +16,8 @@ blank lines may come and go.
   scored);
 * changed: the definition (declaration) exists by name but the cited lines are not in
   it; right: ``changed``, in that file;
-* gone: the name is gone and neither the lines nor most of the definition are anywhere;
-  right: ``missing``;
+* gone: the name is gone and neither the lines nor a third of the definition's lines
+  (together, in one definition) are anywhere; right: ``missing``;
 * unclear: several candidates, duplicated code, lines extracted elsewhere, a definition
   rebuilt under another name: not scored.
 
@@ -27,14 +27,15 @@ the blank lines the citation had at its edges where the new file has blank lines
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchmarks.real_history.gitread import Git, lines_of, norm
 from benchmarks.real_history.oracles import Decl, Def, Facts, Oracles
-from benchmarks.real_history.repos import Repo
-from benchmarks.real_history.sample import Cite
+from benchmarks.real_history.repos import FAMILY, Repo
+from benchmarks.real_history.sample import GENERATED, Cite
 
 __all__ = ["Label", "Snapshot", "label"]
 
@@ -55,7 +56,9 @@ class Snapshot:
     def __init__(self, git: Git, oracles: Oracles, repo: Repo, commit: str) -> None:
         self.repo, self.commit, self.oracles = repo, commit, oracles
         self.tree = git.tree(commit)
-        paths = [p for p in self.tree if p.endswith(repo.extensions)]
+        self._language = {p: lang for p in self.tree if not GENERATED.search(p)
+                          and (lang := FAMILY[repo.language].get(_ext(p))) is not None}
+        paths = list(self._language)
         texts = git.texts(self.tree[p] for p in paths)
         self.norms: dict[str, list[str]] = {}
         self.raw: dict[str, list[str]] = {}
@@ -82,7 +85,11 @@ class Snapshot:
     def _load_facts(self) -> None:
         if self._facts is not None:
             return
-        found = self.oracles.facts(self.repo.language, self._texts)
+        found: dict[str, Facts] = {}
+        for language in set(self._language.values()):
+            found.update(self.oracles.facts(language, {
+                self.tree[p]: self._texts[self.tree[p]] for p in self.norms
+                if self._language[p] == language}))
         self._facts = {p: found[self.tree[p]] for p in self.norms if self.tree[p] in found}
         for p, f in self._facts.items():
             for d in f.defs:
@@ -139,6 +146,11 @@ class Snapshot:
         return out
 
 
+def _ext(path: str) -> str:
+    name = path.rsplit("/", 1)[-1]
+    return name[name.rfind("."):].lower() if "." in name else ""
+
+
 def _squeeze(lines: Sequence[str]) -> str:
     return "".join(lines).replace(",", "")
 
@@ -159,14 +171,25 @@ def _held(c: Cite, cited: Sequence[str], new: Snapshot, place: tuple[str, int, i
     return Label(category, "moved", path, start, end, why)
 
 
-def _fresh(c: Cite, found: Sequence[tuple[str, object]], old: Snapshot,
-           named: Mapping[str, object]) -> list[tuple[str, object]]:
-    """Candidates by name: those in the cited file's path, else those in files where the
-    name is new (a namesake already there at the old commit is other code)."""
-    same = [(p, d) for p, d in found if p == c.path]
+def _spans(snapshot: Snapshot, name: str) -> list[tuple[str, int, int]]:
+    """Where ``name`` is defined or declared: (path, first line, last line)."""
+    return [(p, d.start, d.end) for p, d in snapshot.defs_named(name)] + \
+        [(p, d.line, d.end) for p, d in snapshot.decls_named(name)]
+
+
+def _named(c: Cite, old: Snapshot, new: Snapshot) -> list[tuple[str, int, int]] | None:
+    """Candidates by name at the new commit: those in the cited file's path, else those
+    in files where the name is new (a namesake already there at the old commit is other
+    code). A name is an identity across files only if the old commit defined it in the
+    cited file alone (None otherwise: unclear)."""
+    found = _spans(new, c.name)
+    same = [s for s in found if s[0] == c.path]
     if same:
         return same
-    return [(p, d) for p, d in found if p not in named]
+    before = {p for p, _, _ in _spans(old, c.name)}
+    if before - {c.path}:
+        return None if found else []
+    return [s for s in found if s[0] not in before]
 
 
 def label(c: Cite, old: Snapshot, new: Snapshot) -> Label:
@@ -174,17 +197,9 @@ def label(c: Cite, old: Snapshot, new: Snapshot) -> Label:
         return Label("unchanged", "same", c.path, c.start, c.end, "file unchanged")
     cited = old.norms[c.path][c.start - 1:c.end]
     seq = [x for x in cited if x]
-    if c.kind == "line":
-        found = new.decls_named(c.name)
-        named = {p for p, _ in old.decls_named(c.name)}
-        spans = [(p, d.line, d.end) for p, d in _fresh(c, found, old, dict.fromkeys(named))
-                 if isinstance(d, Decl)]
-    else:
-        found_defs = new.defs_named(c.name)
-        named = {p for p, _ in old.defs_named(c.name)}
-        spans = [(p, d.start, d.end) for p, d in _fresh(c, found_defs, old,
-                                                        dict.fromkeys(named))
-                 if isinstance(d, Def)]
+    spans = _named(c, old, new)
+    if spans is None:
+        return Label("unclear", "unknown", why=f"{c.name} was defined in several files")
     if len(spans) > 1:
         # several by that name (overloads, variants): the one holding the cited lines
         holding = [s for s in spans if new.runs(seq, s[0], (s[1] - 1, s[2] - 1))]
@@ -260,15 +275,16 @@ def _rebuilt(c: Cite, old: Snapshot, new: Snapshot) -> bool:
         lines = {x for x in old.norms[c.path][span[0] - 1:span[1]] if x}
     if not lines:
         return False
+    enough = max(2, math.ceil(len(lines) / 3)) if len(lines) > 1 else 1
     for p, norms in new.norms.items():
         if new.tree[p] == old.tree.get(p):
             continue
         f = new.facts(p)
         hits = [i for i, x in enumerate(norms) if x in lines]
-        if len(hits) * 2 < len(lines):
+        if len(hits) < enough:
             continue
         for d2 in (f.defs if f is not None else ()):
             inside = {norms[i] for i in hits if d2.start - 1 <= i <= d2.end - 1}
-            if len(inside) * 2 >= len(lines) and d2.end - d2.start < 4 * (span[1] - span[0] + 1):
+            if len(inside) >= enough and d2.end - d2.start < 4 * (span[1] - span[0] + 1):
                 return True
     return False

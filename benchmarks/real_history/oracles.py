@@ -124,6 +124,7 @@ class Oracles:
     def version(self, language: str) -> str:
         source = {"python": Path(__file__), "go": HERE / "go_oracle.go",
                   "javascript": HERE / "ts_oracle.js", "typescript": HERE / "ts_oracle.js",
+                  "tsx": HERE / "ts_oracle.js",
                   "java": HERE / "JavaOracle.java"}[language]
         return f"{language}:" + hashlib.sha1(source.read_bytes()).hexdigest()[:12]
 
@@ -167,7 +168,8 @@ class Oracles:
     def _compute(self, language: str, texts: Mapping[str, str]) -> dict[str, dict[str, object]]:
         if language == "python":
             return {blob: python_facts(text) for blob, text in texts.items()}
-        ext = {"go": ".go", "javascript": ".js", "typescript": ".ts", "java": ".java"}[language]
+        ext = {"go": ".go", "javascript": ".js", "typescript": ".ts", "tsx": ".tsx",
+               "java": ".java"}[language]
         with tempfile.TemporaryDirectory(prefix="vmem-oracle-") as tmp:
             names: dict[str, str] = {}
             for blob, text in texts.items():
@@ -200,7 +202,7 @@ class Oracles:
     # ------------------------------------------------------------------ tools
 
     def _command(self, language: str) -> list[str]:
-        key = "ts" if language in ("javascript", "typescript") else language
+        key = "ts" if language in ("javascript", "typescript", "tsx") else language
         if key not in self._commands:
             self._commands[key] = {"go": self._go, "ts": self._ts,
                                    "java": self._java}[key]()

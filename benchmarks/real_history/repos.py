@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["REPOS", "Repo", "find_mirror"]
+__all__ = ["FAMILY", "REPOS", "Repo", "find_mirror", "mirrors_root"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,11 +33,24 @@ REPOS: tuple[Repo, ...] = (
     Repo("fastapi/typer", "python", (".py",)),
     Repo("gin-gonic/gin", "go", (".go",), ("internal/json/json.go",)),
     Repo("urfave/cli", "go", (".go",)),
-    Repo("axios/axios", "javascript", (".js",)),
+    Repo("axios/axios", "javascript", (".js", ".cjs", ".mjs")),
     Repo("colinhacks/zod", "typescript", (".ts",), ("packages/zod/src/v3/types.ts",)),
     Repo("google/gson", "java", (".java",)),
     Repo("FasterXML/jackson-databind", "java", (".java",)),
 )
+
+
+#: Extensions of each language family: code moves between them (``karma.conf.js`` ->
+#: ``karma.conf.cjs``, JavaScript to TypeScript), so the oracle looks at all of them.
+FAMILY: dict[str, dict[str, str]] = {
+    "python": {".py": "python", ".pyi": "python"},
+    "go": {".go": "go"},
+    "java": {".java": "java"},
+    "javascript": {".js": "javascript", ".cjs": "javascript", ".mjs": "javascript",
+                   ".jsx": "javascript", ".ts": "typescript", ".mts": "typescript",
+                   ".cts": "typescript", ".tsx": "tsx"},
+}
+FAMILY["typescript"] = FAMILY["javascript"]
 
 
 def find_mirror(root: Path, name: str) -> Path | None:

@@ -7,9 +7,11 @@ log-uniformly), plus one pair across each restructuring named in ``Repo.spans``.
 Citations, at the old commit, in source files of the repository's language (tests,
 fixtures, docs examples, vendored and generated files left out): whole definitions,
 windows of 2-6 lines inside functions (a quarter of them with a blank line at an edge,
-as agents often cite one), and one-line declarations (constants, fields, variables).
-Most come from files that changed between the two commits: unchanged files are decided
-by their blob alone (step 1), so they say little.
+as agents often cite one; a fifth of the definitions too), and one-line declarations
+(constants, fields, variables). Most come from files that changed between the two
+commits (unchanged files are decided by their blob alone, step 1, so they say little),
+and a third, where there are any, from files gone at the new commit (moved, renamed,
+split or deleted): the hard cases.
 """
 
 from __future__ import annotations
@@ -31,9 +33,13 @@ _SKIP = re.compile(r"(^|/)(tests?|__tests__|testdata|test-jdk\d+|fixtures?|examp
                    r"docs_src|vendor|node_modules|dist|build|benchmarks?|scripts)/"
                    r"|_test\.go$|\.test\.[jt]s$|\.spec\.[jt]s$|\.min\.js$|\.d\.ts$"
                    r"|(^|/)src/test/|(^|/)test_[^/]*\.py$|(^|/)conftest\.py$")
+#: Generated or vendored code: never cited, and not where the oracle looks for code.
+GENERATED = re.compile(r"(^|/)(vendor|node_modules|dist|build)/|\.min\.js$|\.d\.ts$")
 MAX_FILE_LINES = 6000
-#: Share of citations drawn from files whose blob changed between the two commits.
+#: Share of citations drawn from files whose blob changed between the two commits...
 CHANGED_SHARE = 0.85
+#: ... and, of those, from files gone at the new commit, when there are any.
+GONE_SHARE = 0.35
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,15 +100,19 @@ def citations(git: Git, oracles: Oracles, repo: Repo, pair: Pair, rng: random.Ra
               count: int) -> list[Cite]:
     old_tree, new_tree = git.tree(pair.old), git.tree(pair.new)
     paths = sorted(p for p in old_tree if citable(repo, p))
-    changed = [p for p in paths if new_tree.get(p) != old_tree[p]]
+    changed = [p for p in paths if p in new_tree and new_tree[p] != old_tree[p]]
+    gone = [p for p in paths if p not in new_tree]
     same = [p for p in paths if new_tree.get(p) == old_tree[p]]
     texts = {b: t for b, t in git.texts(old_tree[p] for p in paths).items() if t is not None}
     facts = oracles.facts(repo.language, texts)
     out: list[Cite] = []
     tries = 0
-    while len(out) < count and tries < count * 20 and (changed or same):
+    while len(out) < count and tries < count * 20 and (changed or gone or same):
         tries += 1
-        pool = changed if changed and (not same or rng.random() < CHANGED_SHARE) else same
+        if (changed or gone) and (not same or rng.random() < CHANGED_SHARE):
+            pool = gone if gone and (not changed or rng.random() < GONE_SHARE) else changed
+        else:
+            pool = same
         path = rng.choice(pool)
         blob = old_tree[path]
         text, found = texts.get(blob), facts.get(blob)
@@ -124,14 +134,21 @@ def _one(repo: Repo, pair: Pair, path: str, lines: list[str], facts: Facts,
     if kind == "definition" and facts.defs:
         d = rng.choice(facts.defs)
         span = (d.start, d.end, d.name, False)
+        if rng.random() < 0.2:  # the blank line after (or before) it, cited along
+            if d.end < len(lines) and not norm(lines[d.end]):
+                span = (d.start, d.end + 1, d.name, True)
+            elif d.start > 1 and not norm(lines[d.start - 2]):
+                span = (d.start - 1, d.end, d.name, True)
     elif kind == "window":
         functions = [d for d in facts.defs if d.kind == "function" and d.end - d.start >= 3]
         if functions:
             span = _window(rng.choice(functions), lines, facts, rng)
     elif kind == "line" and facts.decls:
         decl = rng.choice(facts.decls)
-        if decl.end == decl.line and len(norm(lines[decl.line - 1])) >= 4 \
-                and decl.name.rsplit(".", 1)[-1] != "_":  # Go's blank identifier names nothing
+        text = norm(lines[decl.line - 1])
+        # Go's blank identifier names nothing; `var x = require(...)` is an import
+        if decl.end == decl.line and len(text) >= 4 and "require(" not in text \
+                and decl.name.rsplit(".", 1)[-1] != "_":
             span = (decl.line, decl.line, decl.name, False)
     if span is None:
         return None

@@ -70,6 +70,7 @@ from verified_memory.models import (
     Location,
     Outcome,
 )
+from verified_memory.verify import candidates
 from verified_memory.verify.alignment import (
     all_in,
     line_origins,
@@ -91,8 +92,6 @@ from verified_memory.verify.ladder import (
 
 __all__ = ["AnchorLocator"]
 
-#: Candidate files searched for a moved citation, at most (nearest paths first).
-MAX_CANDIDATES = 400
 #: A definition under another name is the anchor's, renamed, when at least this share
 #: of the longer one's lines match in order (a renamed function keeps its body; a
 #: sibling that shares a few lines of boilerplate does not reach it).
@@ -153,7 +152,8 @@ class AnchorLocator(Locator):
         self._old_trees: OrderedDict[str, Mapping[str, str] | None] = OrderedDict()
         self._origins: OrderedDict[tuple[str, str], tuple[int, ...] | None] = OrderedDict()
         self._foreign: dict[tuple[str, str, int, int], frozenset[int]] = {}
-        self._candidate_lists: OrderedDict[tuple[str, str, str], list[str]] = OrderedDict()
+        self._candidate_lists: OrderedDict[tuple[str, str, str],
+                                           tuple[list[str], frozenset[str]]] = OrderedDict()
 
     # ------------------------------------------------------------------ step 2
 
@@ -226,11 +226,17 @@ class AnchorLocator(Locator):
         citation = self._anchored(verifier, citation)
         anchor = citation.fingerprint.anchor
         fresh = [p for p, origin in judged if origin is not Provenance.OTHER]
-        if _whole_definition(citation) and fresh:
-            # the definition, header and all, moved within the file: no parse needed
-            return _nearest(fresh, citation.line_start), ambiguous
         defs = self._defs(path, file) if anchor is not None else ()
         named = treesitter.find(defs, anchor.name) if anchor is not None else []
+        if _whole_definition(citation) and fresh:
+            # the definition, header and all, moved within the file; unless its name now
+            # names a definition elsewhere there (edited in place, while another scope
+            # still holds a copy that reads as it did: ``type identity<T> = T``)
+            holding = [p for p in fresh if any(d.contains(p.line_start, p.line_end)
+                                               for d in named)] if named else fresh
+            if not holding:
+                return None, False
+            return _nearest(holding, citation.line_start), ambiguous
         intact = [p for p in places if any(
             d.text_hash == anchor.text_hash and d.contains(p.line_start, p.line_end)
             for d in named)] if anchor is not None else []
@@ -268,7 +274,6 @@ class AnchorLocator(Locator):
             return here  # found, or edited in place: nothing left to follow
         diff = self._diff(verifier, citation, revision, tree)
         renamed_from = {new: old for old, new in diff[1].items()} if diff else {}
-        renamed = diff[1].get(citation.path) if diff else None
         # (rank, candidate order, check): the best relocation is the first of the best rank
         found: list[tuple[int, int, CitationCheck]] = []
         # (-similarity, candidate order, check): the best edited copy, the first of them
@@ -279,14 +284,14 @@ class AnchorLocator(Locator):
         # only when no candidate holds the code at all
         later: list[tuple[int, str, FileText]] = []
         edits_only: list[tuple[int, str, FileText]] = []
-        candidates = self._candidates(verifier, citation, revision, tree)
-        for order, path in enumerate(candidates):
+        paths, successors = self._candidates(verifier, citation, revision, tree)
+        for order, path in enumerate(paths):
             if order % _PREFETCH == 0:  # the next few read together, not one by one
-                verifier.files.prefetch(tree[p] for p in candidates[order:order + _PREFETCH])
+                verifier.files.prefetch(tree[p] for p in paths[order:order + _PREFETCH])
             moved = verifier.files.get(tree[path])
             if moved is None:
                 continue
-            cited_file = path == renamed
+            cited_file = path in successors  # the cited file, moved: its code is the code
             places = [Location(path, p.line_start, p.line_end)
                       for p in find_runs(moved, citation.fingerprint.line_hashes)]
             if places:
@@ -315,6 +320,13 @@ class AnchorLocator(Locator):
                                         renamed_from)
             if rank_check is not None and rank_check[0] == 0:
                 return rank_check[1]
+            if cited_file and here is None and rank_check is not None \
+                    and rank_check[0] is None:
+                # the definition, edited, in the file that continues the cited one
+                here = rank_check[1]
+                if (here.similarity or 0.0) >= CHANGED_THRESHOLD:
+                    return here  # edited in place, as above
+                continue
             _note(rank_check, order, found, edited)
         for order, path, moved in later:
             _note(self._named_in(verifier, citation, path, moved, False, renamed_from),
@@ -451,7 +463,14 @@ class AnchorLocator(Locator):
         pool = same or named
         old_start = citation.line_start - anchor.offset
         best = min(pool, key=lambda d: (abs(d.start_line - old_start), d.start_line))
-        if not cited_file and not same and not self._resembles_old(verifier, citation, best):
+        # a method, type or constant new in this file since the citation's commit is the
+        # cited one moved (a plain function name, ``main``, ``New``, ``__getattr__``,
+        # names a role as often as one thing: only when it resembles the old one)
+        fresh = not cited_file and not same and best.name == anchor.name \
+            and (_qualified(anchor.name) or not _is_function(anchor)) \
+            and self._fresh_name(verifier, citation, path, renamed_from or {})
+        if not cited_file and not same and not fresh \
+                and not self._resembles_old(verifier, citation, best):
             return None  # a namesake elsewhere, not this definition moved and edited
         ambiguous = len(pool) > 1
         old = self._old_definition(verifier, citation) if best.text_hash != anchor.text_hash \
@@ -479,7 +498,7 @@ class AnchorLocator(Locator):
         foreign = self._foreign_rows(base, file) | siblings
         place = _changed_place(citation, anchor, best, file, path, foreign)
         score = self._similarity(verifier, citation, file, place, foreign)
-        if not cited_file and score < CHANGED_THRESHOLD:
+        if not cited_file and not fresh and score < CHANGED_THRESHOLD:
             return None  # another definition that shares a name, not this one edited
         return CitationCheck(citation, Outcome.CHANGED, place, file.blob_sha, round(score, 3),
                              ambiguous, step=4,
@@ -565,6 +584,22 @@ class AnchorLocator(Locator):
                 old.line_hashes, around.line_hashes) >= SAME_DEFINITION:
             return 3
         return None
+
+    def _fresh_name(self, verifier: Verifier, citation: Citation, path: str,
+                    renamed_from: Mapping[str, str]) -> bool:
+        """Whether the anchor's qualified name is new in ``path`` since the citation's
+        commit (the file did not exist then, or did not define it, under its old name if
+        git saw it renamed): then a definition of that name there is the cited one, moved
+        and edited, however much it changed (the definition still exists: ``changed``).
+        A namesake that was there all along is other code."""
+        anchor = citation.fingerprint.anchor
+        base = self._candidate_base(verifier, citation, path, renamed_from)
+        if anchor is None or base is None:
+            return False
+        if base.old is None:
+            return True
+        old_path = renamed_from.get(path, path)
+        return not treesitter.find(self._defs(old_path, base.old), anchor.name)
 
     def _resembles_old(self, verifier: Verifier, citation: Citation,
                        definition: treesitter.Definition) -> bool:
@@ -761,30 +796,27 @@ class AnchorLocator(Locator):
         return found
 
     def _candidates(self, verifier: Verifier, citation: Citation, revision: str,
-                    tree: Mapping[str, str]) -> list[str]:
-        """Files the code may have moved to: the file's new name first, then files added
-        or changed since the citation's commit, nearest paths first (the same list for
-        every citation of a file: kept per locator)."""
+                    tree: Mapping[str, str]) -> tuple[list[str], frozenset[str]]:
+        """Files the code may have moved to, and which of them continue the cited file
+        (``verify.candidates``): its successors first, then the files of its kind added
+        or changed since the citation's commit, nearest paths first (the same for every
+        citation of a file: kept per locator)."""
         diff = self._diff(verifier, citation, revision, tree)
         if diff is None or not citation.sha:
-            return []
+            return [], frozenset()
         key = (citation.sha, revision, citation.path)
         if key in self._candidate_lists:
             self._candidate_lists.move_to_end(key)
             return self._candidate_lists[key]
         changed, renamed = diff
-        first = renamed.get(citation.path)
-        language = treesitter.language_for(citation.path)
-        stem = citation.path.rsplit("/", 1)[0] if "/" in citation.path else ""
-        ordered = sorted(
-            (p for p in changed if p != citation.path and p != first),
-            key=lambda p: (treesitter.language_for(p) != language,
-                           not p.startswith(stem), p))
-        out = (([first] if first and first in tree else []) + ordered)[:MAX_CANDIDATES]
-        self._candidate_lists[key] = out
+        first = candidates.successors(citation.path,
+                                      self._old_file(verifier, citation.blob_sha),
+                                      changed, tree, renamed, verifier.files)
+        found = candidates.ordered(citation.path, changed, first), frozenset(first)
+        self._candidate_lists[key] = found
         while len(self._candidate_lists) > _CANDIDATE_LISTS:
             self._candidate_lists.popitem(last=False)
-        return out
+        return found
 
 
 def _changed_place(citation: Citation, anchor: Anchor, definition: treesitter.Definition,
@@ -857,6 +889,26 @@ def _simple(name: str) -> str:
     """The last part of a qualified name: ``Session.request`` -> ``request``,
     ``impl Trait for Type::fn`` -> ``fn``."""
     return name.rsplit("::", 1)[-1].rsplit(".", 1)[-1]
+
+
+#: Anchor kinds that are functions (a holder's kind is its value's: ``arrow_function``).
+_FUNCTION_KINDS = frozenset({
+    "function_definition", "function_declaration", "generator_function_declaration",
+    "method_definition", "method_declaration", "constructor_declaration",
+    "compact_constructor_declaration", "function_item", "function_signature_item",
+    "function_signature", "method_signature", "abstract_method_signature", "method_elem",
+    "method_spec", "arrow_function", "function_expression", "function", "generator_function",
+    "lambda", "macro_definition",
+})
+
+
+def _is_function(anchor: Anchor) -> bool:
+    return anchor.kind in _FUNCTION_KINDS
+
+
+def _qualified(name: str) -> bool:
+    """Whether a name has a qualifier (``Class.method``, ``impl Type::fn``)."""
+    return "." in name or "::" in name
 
 
 def _distinctive(citation: Citation) -> bool:
