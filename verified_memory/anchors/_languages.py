@@ -233,10 +233,18 @@ def definition_patterns(rules: Rules, language: Language) -> list[str]:
     return patterns
 
 
+_PATTERN_NODE = re.compile(r"\((\w+)")
+_PATTERN_FIELD = re.compile(r"(\w+):")
+
+
 def declaration_patterns(rules: Rules, language: Language) -> list[str]:
-    """The declaration patterns (``@decl``); a grammar that lacks one of their node
-    types rejects that pattern when it is compiled, and only that one is left out."""
-    return list(rules.declarations)
+    """The declaration patterns (``@decl``) whose node types and fields this grammar
+    has (one unknown name would make the whole query fail to compile)."""
+    return [pattern for pattern in rules.declarations
+            if all(language.id_for_node_kind(kind, True)
+                   for kind in _PATTERN_NODE.findall(pattern))
+            and all(language.field_id_for_name(field)
+                    for field in _PATTERN_FIELD.findall(pattern))]
 
 
 # ----------------------------------------------------------------------------- spans
