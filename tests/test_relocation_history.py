@@ -28,7 +28,7 @@ from tests.test_relocation import (
 )
 from verified_memory.anchors.fingerprint import fingerprint_lines
 from verified_memory.anchors.normalize import split_lines
-from verified_memory.models import Anchor, Citation
+from verified_memory.models import Anchor, Citation, Location
 from verified_memory.verify.alignment import rewrapped
 from verified_memory.verify.files import FileText
 
@@ -436,3 +436,149 @@ def test_deleted_code_is_not_relocated_into_a_markdown_guide(history: History) -
     history.repo.commit("health checks move to the load balancer")
     missing(check_one(history, whole))
     missing(check_one(history, window))
+
+
+# ------------------------------------------------------------------ one-line citations
+
+
+CONFIG_GO = src('''
+    package config
+
+    const DefaultPort = 8080
+
+    const MaxBodyBytes = 1 << 20
+
+    type Server struct {
+    \tHost    string
+    \tPort    int
+    \tTimeout int
+    }
+
+    func (s *Server) Address() string {
+    \treturn s.Host
+    }
+''')
+
+
+def test_one_line_constants_and_fields(history: History) -> None:
+    """A constant whose value changed is ``changed`` at its line (its declaration is
+    still there by name), not ``missing``; a struct field is followed by its name when
+    fields are added around it; a deleted constant is ``missing``."""
+    history.start({"config/config.go": CONFIG_GO})
+    port = history.cite("config/config.go", *span(CONFIG_GO, "const DefaultPort = 8080\n"))
+    body = history.cite("config/config.go", *span(CONFIG_GO, "const MaxBodyBytes = 1 << 20\n"))
+    timeout = history.cite("config/config.go", *span(CONFIG_GO, "\tTimeout int\n"))
+    new = CONFIG_GO.replace("8080", "8081").replace("const MaxBodyBytes = 1 << 20\n\n", "") \
+        .replace("\tHost    string\n", "\tScheme  string\n\tHost    string\n\tTLS     bool\n")
+    history.repo.write("config/config.go", new)
+    history.repo.commit("new default port; no body limit; TLS")
+    changed_port = check_one(history, port)
+    assert (changed_port.outcome.value, changed_port.location) == (
+        "changed", Location("config/config.go", *span(new, "const DefaultPort = 8081\n")))
+    missing(check_one(history, body))
+    moved(check_one(history, timeout), "config/config.go", span(new, "\tTimeout int\n"))
+
+
+SETTINGS_JAVA = src('''
+    package com.example;
+
+    public final class Settings {
+        private static final long serialVersionUID = 1L;
+        public static final int MAX_RETRIES = 3;
+        private final String name;
+
+        public Settings(String name) {
+            this.name = name;
+        }
+
+        public String name() {
+            return name;
+        }
+    }
+''')
+
+
+def test_one_line_fields_move_with_their_class_to_another_package(history: History) -> None:
+    """A Java class moves to another package, rewritten around its fields (git pairs
+    nothing): each field is found by its class and name, even ``serialVersionUID``,
+    which every serializable class declares the same way."""
+    other = SETTINGS_JAVA.replace("Settings", "Profile")
+    history.start({"src/com/example/Settings.java": SETTINGS_JAVA,
+                   "src/com/example/Profile.java": other})
+    retries = history.cite("src/com/example/Settings.java",
+                           *span(SETTINGS_JAVA, "    public static final int MAX_RETRIES = 3;\n"))
+    serial = history.cite("src/com/example/Settings.java",
+                          *span(SETTINGS_JAVA,
+                                "    private static final long serialVersionUID = 1L;\n"))
+    new = src('''
+        package com.example.config;
+
+        import java.util.Objects;
+
+        /** Settings, validated. */
+        public final class Settings {
+            public static final int MAX_RETRIES = 3;
+
+            private static final long serialVersionUID = 1L;
+            private final String name;
+            private final int level;
+
+            public Settings(String name, int level) {
+                this.name = Objects.requireNonNull(name);
+                this.level = level;
+            }
+
+            public int level() {
+                return level;
+            }
+        }
+    ''')
+    history.repo.remove("src/com/example/Settings.java")
+    history.repo.write("src/com/example/config/Settings.java", new)
+    history.repo.write("src/com/example/Profile.java", other.replace("3;", "5;"))
+    history.repo.commit("config package")
+    _unpaired(history, "src/com/example/Settings.java", "src/com/example/config/Settings.java")
+    path = "src/com/example/config/Settings.java"
+    moved(check_one(history, retries), path,
+          span(new, "    public static final int MAX_RETRIES = 3;\n"))
+    moved(check_one(history, serial), path,
+          span(new, "    private static final long serialVersionUID = 1L;\n"))
+
+
+# ------------------------------------------------------------------ blank edge lines
+
+
+FORMAT_PY = src('''
+    import os
+
+
+    def home():
+        return os.path.expanduser("~")
+    def config_dir():
+        base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home(), ".config")
+        return os.path.join(base, "app")
+
+    def cache_dir():
+        return os.path.join(home(), ".cache", "app")
+''')
+
+
+def test_a_trailing_blank_line_cited_along_does_not_lose_the_anchor(history: History) -> None:
+    """An agent cites ``config_dir`` with the blank line after it. Black then puts two
+    blank lines between functions, and a new function goes above: the citation is the
+    function's (not the module's), and follows it, its blank line with it."""
+    history.start({"app/paths.py": FORMAT_PY})
+    cited_text = FORMAT_PY[FORMAT_PY.index("def config_dir"):FORMAT_PY.index("def cache_dir")]
+    first, last = span(FORMAT_PY, cited_text)  # the function...
+    citation = history.cite("app/paths.py", first, last + 1)  # ... and the blank line after
+    assert citation.fingerprint.anchor is not None
+    assert citation.fingerprint.anchor.name == "config_dir"
+    function = cited_text.rstrip("\n") + "\n"
+    new = FORMAT_PY.replace("    return os.path.expanduser(\"~\")\ndef config_dir",
+                            "    return os.path.expanduser(\"~\")\n\n\ndef config_dir") \
+        .replace("\n\ndef cache_dir", "\n\n\ndef data_dir():\n    return home()\n\n\n"
+                 "def cache_dir")
+    history.repo.write("app/paths.py", new)
+    history.repo.commit("black; data_dir")
+    start, end = span(new, function)
+    moved(check_one(history, citation), "app/paths.py", (start, end + 1))
