@@ -30,6 +30,7 @@ from verified_memory.anchors.fingerprint import fingerprint_lines
 from verified_memory.anchors.normalize import split_lines
 from verified_memory.models import Anchor, Citation, Location
 from verified_memory.verify.alignment import rewrapped
+from verified_memory.verify.candidates import ChangedFiles
 from verified_memory.verify.files import FileText
 
 
@@ -582,3 +583,17 @@ def test_a_trailing_blank_line_cited_along_does_not_lose_the_anchor(history: His
     history.repo.commit("black; data_dir")
     start, end = span(new, function)
     moved(check_one(history, citation), "app/paths.py", (start, end + 1))
+
+
+def test_changed_files_nearest_first_of_the_cited_kind_and_by_module_name() -> None:
+    """The search order: successors, then the cited folder, its parent's, and so on;
+    never a file of another kind. Files naming the module: the same path under other
+    folders or made private (surely), the same name elsewhere or a package of its name."""
+    changed = ChangedFiles(["docs/guide.md", "pkg/a.py", "pkg/sub/b.py", "other/c.py",
+                            "pkg/d.go", "src/pkg/core.py", "pkg/_core.py", "lib/core.py",
+                            "pkg/core/url.py"])
+    assert changed.ordered("pkg/core.py", ["src/pkg/core.py"]) == [
+        "src/pkg/core.py", "pkg/_core.py", "pkg/a.py", "pkg/core/url.py", "pkg/sub/b.py",
+        "lib/core.py", "other/c.py"]
+    assert changed.naming("pkg/core.py") == {"src/pkg/core.py": 2, "pkg/_core.py": 2,
+                                             "lib/core.py": 1, "pkg/core/url.py": 1}

@@ -147,8 +147,8 @@ class AnchorLocator(Locator):
         self.index = index if index is not None else treesitter.default_index()
         self.derive_anchors = derive_anchors
         self._anchors: OrderedDict[tuple[str, str, int, int], Anchor | None] = OrderedDict()
-        self._diffs: OrderedDict[tuple[str, str], tuple[list[str], dict[str, str]]] = (
-            OrderedDict())
+        self._diffs: OrderedDict[tuple[str, str],
+                                 tuple[candidates.ChangedFiles, dict[str, str]]] = OrderedDict()
         self._old_trees: OrderedDict[str, Mapping[str, str] | None] = OrderedDict()
         self._origins: OrderedDict[tuple[str, str], tuple[int, ...] | None] = OrderedDict()
         self._foreign: dict[tuple[str, str, int, int], frozenset[int]] = {}
@@ -773,7 +773,8 @@ class AnchorLocator(Locator):
         return self.index.definitions(path, file.text, key=file.blob_sha, hashes=file.hashes)
 
     def _diff(self, verifier: Verifier, citation: Citation, revision: str,
-              tree: Mapping[str, str]) -> tuple[list[str], dict[str, str]] | None:
+              tree: Mapping[str, str]) -> tuple[candidates.ChangedFiles,
+                                                dict[str, str]] | None:
         """Files added or changed since the citation's commit, and renames."""
         old_sha = citation.sha
         if not old_sha or old_sha == revision:
@@ -788,7 +789,8 @@ class AnchorLocator(Locator):
         except NotFound:  # the old commit is gone (rewritten history): nothing to follow
             renames = []
         before = old_tree or {}
-        found = ([p for p, blob in tree.items() if before.get(p) != blob],
+        found = (candidates.ChangedFiles([p for p, blob in tree.items()
+                                          if before.get(p) != blob]),
                  {r.old: r.new for r in renames if r.new})
         self._diffs[key] = found
         while len(self._diffs) > _TREES_CACHE:
@@ -812,7 +814,7 @@ class AnchorLocator(Locator):
         first = candidates.successors(citation.path,
                                       self._old_file(verifier, citation.blob_sha),
                                       changed, tree, renamed, verifier.files)
-        found = candidates.ordered(citation.path, changed, first), frozenset(first)
+        found = changed.ordered(citation.path, first), frozenset(first)
         self._candidate_lists[key] = found
         while len(self._candidate_lists) > _CANDIDATE_LISTS:
             self._candidate_lists.popitem(last=False)

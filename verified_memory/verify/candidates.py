@@ -21,13 +21,14 @@ file no grammar covers, files with its extension.
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 
 from verified_memory.anchors import treesitter
 from verified_memory.anchors.hashing import BLANK
 from verified_memory.verify.files import FileCache, FileText
 
-__all__ = ["MAX_CANDIDATES", "ordered", "same_kind", "successors"]
+__all__ = ["MAX_CANDIDATES", "ChangedFiles", "same_kind", "successors"]
 
 #: Candidate files searched for a moved citation, at most (successors, then nearest paths).
 MAX_CANDIDATES = 400
@@ -87,7 +88,54 @@ def _common_tail(a: str, b: str) -> int:
     return n
 
 
-def successors(cited: str, old: FileText | None, changed: Collection[str],
+class ChangedFiles:
+    """The files added or changed between two commits, indexed once for the searches of
+    every citation made at the older one: by kind (sorted by path), by file name and by
+    folder name. A big repository's long gap changes thousands of files; each citation
+    then costs a few look-ups and the part of the list it searches, not a pass over it."""
+
+    def __init__(self, changed: Collection[str]) -> None:
+        self._by_kind: dict[str, list[str]] = {}
+        self._by_stem: dict[str, list[str]] = {}
+        self._by_folder: dict[str, list[str]] = {}
+        for path in sorted(changed):
+            self._by_kind.setdefault(_kind(path), []).append(path)
+            folders, stem = _module(path)
+            self._by_stem.setdefault(stem, []).append(path)
+            for folder in set(folders):
+                self._by_folder.setdefault(folder, []).append(path)
+
+    def naming(self, cited: str) -> dict[str, int]:
+        """Files of the cited file's kind that name its module (``_names_module``)."""
+        _, stem = _module(cited)
+        found = {p: how for p in [*self._by_stem.get(stem, ()), *self._by_folder.get(stem, ())]
+                 if same_kind(cited, p) and (how := _names_module(cited, p))}
+        found.pop(cited, None)
+        return found
+
+    def ordered(self, cited: str, first: Sequence[str]) -> list[str]:
+        """The files to search, at most ``MAX_CANDIDATES``: ``first`` (the successors),
+        then the changed files of the cited file's kind, those in the cited file's
+        folder first, then in its parent folder's, and so on, by path."""
+        paths = self._by_kind.get(_kind(cited), [])
+        out = list(first)
+        seen = {cited, *first}
+        folders = cited.split("/")[:-1]
+        for depth in range(len(folders), -1, -1):
+            prefix = "/".join(folders[:depth]) + "/" if depth else ""
+            at = bisect_left(paths, prefix)
+            while at < len(paths) and paths[at].startswith(prefix):
+                path = paths[at]
+                at += 1
+                if path not in seen:
+                    seen.add(path)
+                    out.append(path)
+                    if len(out) >= MAX_CANDIDATES:
+                        return out
+        return out
+
+
+def successors(cited: str, old: FileText | None, changed: ChangedFiles,
                tree: Mapping[str, str], renamed: Mapping[str, str],
                files: FileCache) -> list[str]:
     """The files that continue ``cited`` at the revision, best first: git's rename of it;
@@ -98,8 +146,7 @@ def successors(cited: str, old: FileText | None, changed: Collection[str],
         return [first]
     if cited in tree or old is None:
         return []
-    named = {p: how for p in changed
-             if p in tree and same_kind(cited, p) and (how := _names_module(cited, p))}
+    named = {p: how for p, how in changed.naming(cited).items() if p in tree}
     if not named:
         return []
     before = {h for h in old.hashes if h != BLANK}
@@ -118,22 +165,3 @@ def successors(cited: str, old: FileText | None, changed: Collection[str],
                 shared >= _SUCCESSOR_LINES and shared / max(len(after), 1) >= _PART_SHARE):
             scored.append((-share, -_common_tail(cited, path), path))
     return [path for _, _, path in sorted(scored)]
-
-
-def ordered(cited: str, changed: Sequence[str], first: Sequence[str]) -> list[str]:
-    """The files to search, at most ``MAX_CANDIDATES``: ``first`` (the successors), then
-    the changed files of the cited file's kind, nearest folders first."""
-    folder = cited.rsplit("/", 1)[0] if "/" in cited else ""
-    seen = set(first)
-    rest = sorted((p for p in changed if p != cited and p not in seen and same_kind(cited, p)),
-                  key=lambda p: (-_common_prefix(folder, p), p))
-    return [*first, *rest][:MAX_CANDIDATES]
-
-
-def _common_prefix(folder: str, path: str) -> int:
-    """How many leading folders ``path`` shares with ``folder``."""
-    a, b = folder.split("/") if folder else [], path.split("/")[:-1]
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
