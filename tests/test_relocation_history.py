@@ -597,3 +597,29 @@ def test_changed_files_nearest_first_of_the_cited_kind_and_by_module_name() -> N
         "lib/core.py", "other/c.py"]
     assert changed.naming("pkg/core.py") == {"src/pkg/core.py": 2, "pkg/_core.py": 2,
                                              "lib/core.py": 1, "pkg/core/url.py": 1}
+
+
+def test_renamed_in_place_is_changed_even_when_a_twin_moved_elsewhere(
+        history: History) -> None:
+    """``Event.describe`` is renamed ``label`` where it stands. Another class in another
+    file has a method reading exactly as ``describe`` did, which moved within its file in
+    the same commit (so the line alignment cannot say it was there all along): a copy
+    under another qualifier is not the cited method while its file still has it,
+    renamed: ``changed`` there."""
+    describe = "    def describe(self):\n        return f\"{self.kind}: {self.name}\"\n"
+    event = "class Event:\n    kind = \"event\"\n\n" + describe + \
+        "\n    def fire(self):\n        return self.kind.upper()\n"
+    others = ["    def first(self):\n        return self.items[0]\n",
+              "    def last(self):\n        return self.items[-1]\n",
+              "    def size(self):\n        return len(self.items)\n",
+              "    def empty(self):\n        return not self.items\n"]
+    signal = "class Signal:\n    kind = \"signal\"\n\n" + describe + "\n" + "\n".join(others)
+    history.start({"app/events.py": event, "app/signals.py": signal})
+    cited = history.cite("app/events.py", *span(event, describe))
+    label = describe.replace("def describe", "def label")
+    history.repo.write("app/events.py", event.replace(describe, label))
+    history.repo.write("app/signals.py", "class Signal:\n    kind = \"signal\"\n\n"
+                       + "\n".join(others) + "\n" + describe)
+    history.repo.commit("rename describe; reorder Signal")
+    changed(check_one(history, cited), "app/events.py", span(event.replace(describe, label),
+                                                             label))

@@ -336,10 +336,49 @@ class AnchorLocator(Locator):
                 _note(self._named_in(verifier, citation, path, moved, False, renamed_from),
                       order, found, edited)
         if found:
-            return min(found, key=_first_two)[2]
+            rank, _, check = min(found, key=_first_two)
+            if rank > 0 and here is None and file is not None:
+                # a copy under another name, or in another scope: not the code when the
+                # cited file still has its definition, renamed where it was
+                renamed = self._renamed_in_place(verifier, citation, file)
+                if renamed is not None:
+                    return renamed
+            return check
         # the definition still in its file, however little of it is left, is the code;
         # an edited copy elsewhere only when it is gone from there
         return here or (min(edited, key=_first_two)[2] if edited else None)
+
+    def _renamed_in_place(self, verifier: Verifier, citation: Citation,
+                          file: FileText) -> CitationCheck | None:
+        """The anchor's definition renamed in the cited file: a definition of the same
+        kind under a name new in the file (a twin that was there all along is another
+        definition) with mostly the old one's lines, or its body (a two-line method
+        renamed keeps half its lines), the nearest to the old place; ``changed`` there."""
+        anchor = citation.fingerprint.anchor
+        old = self._old_definition(verifier, citation)
+        old_file = self._old_file(verifier, citation.blob_sha)
+        if anchor is None or old is None or old_file is None:
+            return None
+        before = {d.name for d in self._defs(citation.path, old_file)}
+        lines = set(old.line_hashes) - {BLANK}
+        alike = [d for d in self._defs(citation.path, file)
+                 if d.name not in before and d.kind == old.kind  # a new name: not a twin
+                 and 2 * len(lines & set(d.line_hashes)) >= len(lines)
+                 and max(resemblance(old.line_hashes, d.line_hashes),  # or its body:
+                         resemblance(old.line_hashes[1:], d.line_hashes[1:]))  # tiny ones
+                 >= SAME_DEFINITION]
+        if not alike:
+            return None
+        best = min(alike, key=lambda d: (abs(d.start_line - old.start_line), d.start_line))
+        foreign = self._foreign_rows(self._origin_base(verifier, citation), file)
+        place = _changed_place(citation, anchor, best, file, citation.path, foreign)
+        score = self._similarity(verifier, citation, file, place, foreign)
+        if score <= 0.0:
+            return None
+        return CitationCheck(citation, Outcome.CHANGED, place, file.blob_sha, round(score, 3),
+                             step=4, detail=f"{anchor.name} renamed to {best.name} "
+                                            f"({score:.0%} of the cited code survives at "
+                                            f"{place})")
 
     def _named_in(self, verifier: Verifier, citation: Citation, path: str, file: FileText,
                   cited_file: bool, renamed_from: Mapping[str, str]
