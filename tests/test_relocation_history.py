@@ -623,3 +623,47 @@ def test_renamed_in_place_is_changed_even_when_a_twin_moved_elsewhere(
     history.repo.commit("rename describe; reorder Signal")
     changed(check_one(history, cited), "app/events.py", span(event.replace(describe, label),
                                                              label))
+
+
+def test_a_copy_under_another_name_that_was_in_its_file_already_is_not_the_code(
+        history: History) -> None:
+    """``Path.describe`` is renamed ``label`` with its recursive call (so only half its
+    lines survive); ``Node.describe`` in another file reads as it did, and moved within
+    its file. ``Node.describe`` was there all along: not the cited method moved; what is
+    left of the method (half of it, where it stood) is ``changed``."""
+    describe = ("    def describe(self):\n        if self.parent:\n"
+                "            return self.parent.describe() + \"/\" + self.name\n"
+                "        return self.name\n")
+    others = ["    def root(self):\n        return self.parent.root() if self.parent else self\n",
+              "    def depth(self):\n"
+              "        return self.parent.depth() + 1 if self.parent else 0\n",
+              *(f"    def get_{i}(self):\n        return self.items[{i}]\n" for i in range(6))]
+    path_py = "class Path:\n    parent = None\n\n" + describe
+    node_py = "class Node:\n    parent = None\n\n" + describe + "\n" + "\n".join(others)
+    history.start({"app/path.py": path_py, "app/node.py": node_py})
+    cited = history.cite("app/path.py", *span(path_py, describe))
+    label = describe.replace("describe", "label")
+    history.repo.write("app/path.py", path_py.replace(describe, label))
+    history.repo.write("app/node.py", "class Node:\n    parent = None\n\n" + "\n".join(others)
+                       + "\n" + describe)
+    history.repo.commit("rename describe; reorder Node")
+    check = check_one(history, cited)
+    assert (check.outcome.value, check.location) == (
+        "changed", Location("app/path.py", *span(path_py.replace(describe, label), label)))
+    assert check.similarity == 0.5
+
+
+def test_a_class_made_private_keeps_its_methods(history: History) -> None:
+    """``KeepOpenFile`` becomes ``_KeepOpenFile`` and its constructor is rewritten: the
+    constructor is still there, under the private name, so it is ``changed`` there."""
+    init = "    def __init__(self, file):\n        self._file = file\n"
+    text = "import io\n\n\nclass KeepOpenFile:\n" + init + \
+        "\n    def __enter__(self):\n        return self\n"
+    history.start({"pkg/utils.py": text})
+    cited = history.cite("pkg/utils.py", *span(text, init))
+    init_now = ("    def __init__(self, file: io.IOBase, *, close: bool = False) -> None:\n"
+                "        self._stream = file\n        self._close = close\n")
+    new = text.replace("class KeepOpenFile", "class _KeepOpenFile").replace(init, init_now)
+    history.repo.write("pkg/utils.py", new)
+    history.repo.commit("private helpers")
+    changed(check_one(history, cited), "pkg/utils.py", span(new, init_now))

@@ -39,6 +39,8 @@ from benchmarks.real_history.sample import GENERATED, Cite
 
 __all__ = ["Label", "Snapshot", "label"]
 
+_NO_FACTS = Facts((), (), True)
+
 
 @dataclass(frozen=True, slots=True)
 class Label:
@@ -155,6 +157,14 @@ def _squeeze(lines: Sequence[str]) -> str:
     return "".join(lines).replace(",", "")
 
 
+def _loosely(c: Cite, old: Snapshot, new: Snapshot) -> list[tuple[str, int, int]]:
+    loose = _loose(c.name)
+    then = [d for d in (old.facts(c.path) or _NO_FACTS).defs if _loose(d.name) == loose]
+    now = [(c.path, d.start, d.end) for d in (new.facts(c.path) or _NO_FACTS).defs
+           if _loose(d.name) == loose] if c.path in new.norms else []
+    return now if len(then) == 1 and len(now) == 1 else []
+
+
 def _held(c: Cite, cited: Sequence[str], new: Snapshot, place: tuple[str, int, int],
           category: str, why: str) -> Label:
     path, first, last = place
@@ -177,12 +187,21 @@ def _spans(snapshot: Snapshot, name: str) -> list[tuple[str, int, int]]:
         [(p, d.line, d.end) for p, d in snapshot.decls_named(name)]
 
 
+def _loose(name: str) -> str:
+    """A name without Java's parameter types and without the leading underscores that
+    make a Python name private: ``KeepOpenFile`` became ``_KeepOpenFile``, a constructor
+    took one more parameter; still the same definition."""
+    return ".".join(part.lstrip("_") for part in name.split("(")[0].split("."))
+
+
 def _named(c: Cite, old: Snapshot, new: Snapshot) -> list[tuple[str, int, int]] | None:
     """Candidates by name at the new commit: those in the cited file's path, else those
     in files where the name is new (a namesake already there at the old commit is other
     code). A name is an identity across files only if the old commit defined it in the
-    cited file alone (None otherwise: unclear)."""
-    found = _spans(new, c.name)
+    cited file alone (None otherwise: unclear). Without the exact name, a name equal
+    but for parameter types or leading underscores (``_loose``) stands in when it is the
+    only one of the cited file, then and now."""
+    found = _spans(new, c.name) or _loosely(c, old, new)
     same = [s for s in found if s[0] == c.path]
     if same:
         return same
@@ -218,6 +237,8 @@ def label(c: Cite, old: Snapshot, new: Snapshot) -> Label:
         if _elsewhere(c, seq, old, new, exclude=(path, lo - 1, hi - 1)):
             return Label("unclear", "unknown", why="lines extracted from the definition")
         return Label("changed", "changed", path, lo, hi, f"{c.name} edited at {path}")
+    if _parent_stays(c, old, new):
+        return Label("unclear", "unknown", why="a nested definition gone from one that stays")
     # the name is gone: follow the lines themselves, when they were unique
     others = [r for r in old.runs(seq) if r != _own_run(c, old)]
     if others:
@@ -228,12 +249,49 @@ def label(c: Cite, old: Snapshot, new: Snapshot) -> Label:
     if len(hits) > 1:
         return Label("unclear", "unknown", why="the cited lines were duplicated")
     if _rebuilt(c, old, new):
-        return Label("unclear", "unknown", why="most of the definition survives elsewhere")
+        return Label("unclear", "unknown", why="a third of the definition survives elsewhere")
+    if _survives(seq, old, new):
+        return Label("unclear", "unknown", why="half of the cited lines survive together")
     if new.unparsed():
         word = c.name.rsplit(".", 1)[-1].split("(")[0]
         if any(word in "".join(new.raw[p]) for p in new.unparsed()):
             return Label("unclear", "unknown", why="a file that does not parse may hold it")
     return Label("gone", "missing", why=f"{c.name} and its lines are gone")
+
+
+def _parent_stays(c: Cite, old: Snapshot, new: Snapshot) -> bool:
+    """Whether the cited definition was nested in another that the new file still has:
+    the code is gone from a definition that stays (changed, or missing: the parsers
+    need not agree on what is a definition there)."""
+    facts = old.facts(c.path)
+    if facts is None or c.kind == "line":
+        return False
+    own = next((d for d in facts.defs if d.name == c.name), None)
+    outer = [d for d in facts.defs if own is not None and d is not own
+             and d.start <= own.start and own.end <= d.end]
+    return bool(outer) and any(p == c.path for p, _ in
+                               new.defs_named(min(outer, key=lambda d: d.end - d.start).name))
+
+
+def _survives(seq: Sequence[str], old: Snapshot, new: Snapshot) -> bool:
+    """Whether half of the cited lines that say something (8 characters or more), at
+    least one, are together (within twice the citation's length) in a changed or new
+    file: what is left of the code may be that, edited (a template moved from a function
+    into a constant), so neither clearly changed nor clearly gone."""
+    wanted = {x for x in seq if len(x) >= 8}
+    if not wanted:
+        return False
+    enough = math.ceil(len(wanted) / 2)
+    reach = 2 * len(seq)
+    for p, norms in new.norms.items():
+        if new.tree[p] == old.tree.get(p):
+            continue
+        rows = [i for i, x in enumerate(norms) if x in wanted]
+        for k, first in enumerate(rows):
+            near = {norms[i] for i in rows[k:] if i - first < reach}
+            if len(near) >= enough:
+                return True
+    return False
 
 
 def _own_run(c: Cite, old: Snapshot) -> tuple[str, int, int] | None:

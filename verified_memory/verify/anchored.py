@@ -474,6 +474,12 @@ class AnchorLocator(Locator):
         ranked = [(rank, p) for p in fresh
                   if (rank := self._identified(verifier, citation, file, defs, p,
                                                renamed_ok=gone)) is not None]
+        # under another name: not when that definition was in this file already (it
+        # moved within it, so the line alignment could not tell it was there all along)
+        ranked = [(rank, p) for rank, p in ranked if rank == 0
+                  or (d := treesitter.innermost(defs, p.line_start, p.line_end)) is None
+                  or self._new_name(verifier, citation, path, d.name, renamed_from,
+                                    unknown=True)]
         if not ranked:
             return None, False, 0
         best = min(rank for rank, _ in ranked)
@@ -493,6 +499,9 @@ class AnchorLocator(Locator):
             return None
         defs = self._defs(path, file)
         named = treesitter.find(defs, anchor.name)
+        if not named:  # made private or public on the way: ``Cache`` -> ``_Cache``
+            public = _public(anchor.name)
+            named = [d for d in defs if _public(d.name) == public]
         if not named and simple_ok and not cited_file:
             simple = _simple(anchor.name)
             named = [d for d in defs if _simple(d.name) == simple]
@@ -507,10 +516,14 @@ class AnchorLocator(Locator):
         # names a role as often as one thing: only when it resembles the old one)
         fresh = not cited_file and not same and best.name == anchor.name \
             and (_qualified(anchor.name) or not _is_function(anchor)) \
-            and self._fresh_name(verifier, citation, path, renamed_from or {})
+            and self._new_name(verifier, citation, path, anchor.name, renamed_from or {})
         if not cited_file and not same and not fresh \
                 and not self._resembles_old(verifier, citation, best):
             return None  # a namesake elsewhere, not this definition moved and edited
+        if not cited_file and best.name != anchor.name \
+                and not self._new_name(verifier, citation, path, best.name, renamed_from or {},
+                                       unknown=True):
+            return None  # another name that was in this file already: other code
         ambiguous = len(pool) > 1
         old = self._old_definition(verifier, citation) if best.text_hash != anchor.text_hash \
             else None
@@ -624,21 +637,19 @@ class AnchorLocator(Locator):
             return 3
         return None
 
-    def _fresh_name(self, verifier: Verifier, citation: Citation, path: str,
-                    renamed_from: Mapping[str, str]) -> bool:
-        """Whether the anchor's qualified name is new in ``path`` since the citation's
-        commit (the file did not exist then, or did not define it, under its old name if
-        git saw it renamed): then a definition of that name there is the cited one, moved
-        and edited, however much it changed (the definition still exists: ``changed``).
-        A namesake that was there all along is other code."""
-        anchor = citation.fingerprint.anchor
+    def _new_name(self, verifier: Verifier, citation: Citation, path: str, name: str,
+                  renamed_from: Mapping[str, str], *, unknown: bool = False) -> bool:
+        """Whether ``name`` is new in ``path`` since the citation's commit (the file did
+        not exist then, or did not define it, under its old name if git saw it renamed;
+        ``unknown`` when that cannot be told). A definition of the anchor's name new there is
+        the cited one, moved, however much it changed (it still exists: ``changed``); a
+        namesake that was there all along is other code."""
         base = self._candidate_base(verifier, citation, path, renamed_from)
-        if anchor is None or base is None:
-            return False
+        if base is None:
+            return unknown
         if base.old is None:
             return True
-        old_path = renamed_from.get(path, path)
-        return not treesitter.find(self._defs(old_path, base.old), anchor.name)
+        return not treesitter.find(self._defs(renamed_from.get(path, path), base.old), name)
 
     def _resembles_old(self, verifier: Verifier, citation: Citation,
                        definition: treesitter.Definition) -> bool:
@@ -945,6 +956,12 @@ _FUNCTION_KINDS = frozenset({
 
 def _is_function(anchor: Anchor) -> bool:
     return anchor.kind in _FUNCTION_KINDS
+
+
+def _public(name: str) -> str:
+    """A qualified name as it reads whether its parts are private or not: without the
+    leading underscores of each part (Python's convention)."""
+    return ".".join(part.lstrip("_") for part in name.split("."))
 
 
 def _qualified(name: str) -> bool:
