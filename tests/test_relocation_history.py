@@ -591,12 +591,13 @@ def test_changed_files_nearest_first_of_the_cited_kind_and_by_module_name() -> N
     folders or made private (surely), the same name elsewhere or a package of its name."""
     changed = ChangedFiles(["docs/guide.md", "pkg/a.py", "pkg/sub/b.py", "other/c.py",
                             "pkg/d.go", "src/pkg/core.py", "pkg/_core.py", "lib/core.py",
-                            "pkg/core/url.py"])
+                            "pkg/core/url.py", "lib/helpers/buildURL.js"])
     assert changed.ordered("pkg/core.py", ["src/pkg/core.py"]) == [
         "src/pkg/core.py", "pkg/_core.py", "pkg/a.py", "pkg/core/url.py", "pkg/sub/b.py",
         "lib/core.py", "other/c.py"]
     assert changed.naming("pkg/core.py") == {"src/pkg/core.py": 2, "pkg/_core.py": 2,
                                              "lib/core.py": 1, "pkg/core/url.py": 1}
+    assert changed.naming("lib/buildUrl.js") == {"lib/helpers/buildURL.js": 1}
 
 
 def test_renamed_in_place_is_changed_even_when_a_twin_moved_elsewhere(

@@ -59,8 +59,9 @@ def same_kind(cited: str, path: str) -> bool:
 
 
 def _module(path: str) -> tuple[list[str], str]:
-    """A path's folders and its file name without extension or leading underscores."""
-    parts = path.split("/")
+    """A path's folders and its file name without extension or leading underscores, in
+    lower case (``buildUrl.js`` -> ``helpers/buildURL.js`` is the same module)."""
+    parts = path.lower().split("/")
     stem = os.path.splitext(parts[-1])[0].lstrip("_")
     return [p.lstrip("_") for p in parts[:-1]], stem
 
@@ -71,7 +72,7 @@ def _names_module(cited: str, path: str) -> int:
     name in another folder, or a file inside a package named after the module; else 0."""
     folders, stem = _module(cited)
     new_folders, new_stem = _module(path)
-    same_ext = os.path.splitext(cited)[1] == os.path.splitext(path)[1]
+    same_ext = os.path.splitext(cited)[1].lower() == os.path.splitext(path)[1].lower()
     if new_stem == stem and same_ext:
         shorter, longer = sorted((folders, new_folders), key=len)
         return 2 if longer[len(longer) - len(shorter):] == shorter else 1
