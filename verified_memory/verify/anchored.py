@@ -310,7 +310,8 @@ class AnchorLocator(Locator):
                     found.append((rank, order, check))
                     continue
             citation = self._anchored(verifier, citation)  # the rest is by anchor
-            if not cited_file and not _may_define(moved, citation):
+            if not cited_file and not (_may_define(moved, citation)
+                                       and self._worth_parsing(verifier, citation, moved)):
                 continue  # parsing is dear: not for a file that cannot hold the name
             best = 0 if cited_file else self._best_possible(verifier, citation, moved)
             if best != 0:
@@ -331,7 +332,9 @@ class AnchorLocator(Locator):
         for order, path, moved in later:
             _note(self._named_in(verifier, citation, path, moved, False, renamed_from),
                   order, found, edited)
-        if not found:  # an edited copy can only matter when nothing holds the code
+        if not found and here is None:
+            # an edited copy can only matter when nothing holds the code, and the
+            # definition is not still in its file (or the file that continues it)
             for order, path, moved in edits_only:
                 _note(self._named_in(verifier, citation, path, moved, False, renamed_from),
                       order, found, edited)
@@ -398,6 +401,25 @@ class AnchorLocator(Locator):
                 rank += 1  # found in an edited definition: keep looking
             return rank, named
         return None
+
+    def _worth_parsing(self, verifier: Verifier, citation: Citation,
+                       file: FileText) -> bool:
+        """Whether a file other than the cited one (that does not hold the cited lines
+        intact) can answer by anchor, judged on its text: it names every part of the
+        anchor's qualified name (a definition of that name may be there), or holds half
+        of the old definition's lines (the definition renamed, or moved to another
+        class, with most of its lines). Otherwise every file that merely mentions a
+        common last word (``type``, ``get``) would be parsed for each citation of code
+        that is gone."""
+        anchor = citation.fingerprint.anchor
+        if anchor is None:
+            return False
+        if all(file.mentions(word) for word in _words(anchor.name)):
+            return True
+        old = self._old_definition(verifier, citation)
+        wanted = {h for h in (old.line_hashes if old is not None
+                              else citation.fingerprint.line_hashes) if h != BLANK}
+        return 2 * sum(1 for h in wanted if file.positions(h)) >= len(wanted) > 0
 
     def _best_possible(self, verifier: Verifier, citation: Citation,
                        file: FileText) -> int | None:
@@ -501,7 +523,8 @@ class AnchorLocator(Locator):
         named = treesitter.find(defs, anchor.name)
         if not named:  # made private or public on the way: ``Cache`` -> ``_Cache``
             public = _public(anchor.name)
-            named = [d for d in defs if _public(d.name) == public]
+            tail = public.rsplit(".", 1)[-1]
+            named = [d for d in defs if d.name.endswith(tail) and _public(d.name) == public]
         if not named and simple_ok and not cited_file:
             simple = _simple(anchor.name)
             named = [d for d in defs if _simple(d.name) == simple]
@@ -909,6 +932,12 @@ def _may_define(file: FileText, citation: Citation) -> bool:
         return False
     word = _last_word(anchor.name)
     return not word or file.mentions(word)
+
+
+@functools.lru_cache(maxsize=4096)
+def _words(name: str) -> tuple[str, ...]:
+    """The words of a qualified name (``impl Display for Point::fmt`` has five)."""
+    return tuple(dict.fromkeys(_WORD.findall(name)))
 
 
 @functools.lru_cache(maxsize=4096)
