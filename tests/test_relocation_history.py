@@ -668,3 +668,21 @@ def test_a_class_made_private_keeps_its_methods(history: History) -> None:
     history.repo.write("pkg/utils.py", new)
     history.repo.commit("private helpers")
     changed(check_one(history, cited), "pkg/utils.py", span(new, init_now))
+
+
+def test_a_rewrapped_definition_keeps_the_blank_line_cited_after_it(history: History) -> None:
+    """A class cited with the blank line after it is re-wrapped by a formatter and moves
+    down: found by its text in its definition (ladder step 4), it keeps its blank line."""
+    error = 'class ProtocolError(Exception, metaclass=Registered):\n    """Malformed HTTP."""\n'
+    text = "import abc\n\n\n" + error + "\n\nclass Other(Exception):\n    pass\n"
+    history.start({"net/errors.py": text})
+    first, last = span(text, error)
+    cited = history.cite("net/errors.py", first, last + 1)
+    rewrapped_error = ('class ProtocolError(\n    Exception,\n    metaclass=Registered,\n):\n'
+                       '    """Malformed HTTP."""\n')
+    new = "import abc\n\nREGISTRY = {}\n\n\n" + rewrapped_error + \
+        "\n\nclass Other(Exception):\n    pass\n"
+    history.repo.write("net/errors.py", new)
+    history.repo.commit("black, a registry")
+    start, end = span(new, rewrapped_error)
+    moved(check_one(history, cited), "net/errors.py", (start, end + 1))

@@ -88,6 +88,7 @@ from verified_memory.verify.ladder import (
     Verifier,
     best_partial,
     find_runs,
+    widen,
 )
 
 __all__ = ["AnchorLocator"]
@@ -554,7 +555,9 @@ class AnchorLocator(Locator):
         window = rewrapped(citation, file, best.start_line, best.end_line,
                            self._cited_text(verifier, citation))
         if window is not None:
-            place = Location(path, *window)
+            # with the blank lines the citation had at its edges, where they still are
+            edges = widen(file, window[0] - 1, window[1] - 1, citation.fingerprint.line_hashes)
+            place = Location(path, edges.line_start, edges.line_end)
             base = (self._origin_base(verifier, citation) if cited_file
                     else self._candidate_base(verifier, citation, path, renamed_from or {}))
             if base is not None and self._provenance(base, file, place) is Provenance.OTHER \
