@@ -120,6 +120,13 @@ def _module(functions: int, prefix: str) -> str:
     ''') for i in range(functions))
 
 
+REGISTER = '''\
+    def register(self, name, handler):
+        if name in self.handlers:
+            raise KeyError(f"{name} is already registered")
+        self.handlers[name] = handler
+        return handler
+'''
 CORE = src('''
     import re
 
@@ -140,21 +147,7 @@ CORE = src('''
         def __init__(self):
             self.handlers = {}
 
-        def register(self, name, handler):
-            if name in self.handlers:
-                raise KeyError(f"{name} is already registered")
-            self.handlers[name] = handler
-            return handler
-
-
-''')
-REGISTER = '''\
-    def register(self, name, handler):
-        if name in self.handlers:
-            raise KeyError(f"{name} is already registered")
-        self.handlers[name] = handler
-        return handler
-'''
+''') + REGISTER + "\n\n"
 REGISTER_NOW = '''\
     def register(self, name, handler, *, replace=False):
         if name in self.handlers and not replace:

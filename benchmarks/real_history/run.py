@@ -26,13 +26,13 @@ from benchmarks.real_history.gitread import Git
 from benchmarks.real_history.oracles import Oracles
 from benchmarks.real_history.repos import REPOS, Repo, find_mirror, mirrors_root
 from benchmarks.relocation.baseline import check_with_diff
+from benchmarks.relocation.run import NA, pct
 from verified_memory.anchors import treesitter
 from verified_memory.sources.local_git import LocalGitSource
 from verified_memory.verify.bulk import check_citations
 
 HOLDS = ("valid", "relocated")
 BREAKS = ("changed", "missing")
-NA = "n/a"
 SCORED = ("same", "moved", "changed", "missing")
 
 
@@ -97,10 +97,6 @@ def score(cases: Iterable[tuple[labels.Label, dict[str, Any]]]) -> Score:
             s.cvm_ok += verdict == "ok"
         s.false_inval += verdict == "false_inval"
     return s
-
-
-def pct(num: int, den: int) -> str:
-    return f"{100 * num / den:.1f}%" if den else NA
 
 
 def rate(s: Score) -> str:

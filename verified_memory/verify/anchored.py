@@ -9,19 +9,25 @@ a. the anchor (same qualified name) in the same file: if the cited code is insid
    re-wrapped or not, ``relocated``; if the definition is there but differs, ``changed``
    with a similarity;
 b. when the definition is gone from the file, or most of the cited code left it (a
-   stub left behind), the file's new name (git rename detection between the
-   citation's commit and now), then every file added or changed since that commit:
-   the same lines inside the same definition, else the anchor by name;
+   stub left behind), the files that continue the cited one (``verify/candidates.py``:
+   git's rename, or, the file gone, changed files naming the same module with enough
+   of its lines), where code found is the cited code and a definition of its name
+   edited is ``changed``; then every other file of its kind added or changed since
+   that commit: the same lines inside the same definition, else the anchor by name (a
+   method, type or constant whose name is new in that file is the cited one edited);
 c. nothing: the ladder goes on to step 5 (``changed`` if most of the lines survive at
    one place, else ``missing``).
 
 Only files whose blob changed since the citation's commit are searched in (b): code that
 moved must have landed in a file that changed. So the search costs nothing on a
 repository where little moved, and each candidate is read once per run. A candidate is
-parsed (at most once per run) only when its text can hold what is looked for: the
-anchor's name at all, and first the old definition's text (the only way to rank 0,
-which ends the search); candidates that can only hold the cited code in an edited
-definition, or an edited copy, are parsed only when no candidate gives rank 0.
+parsed (at most once per run) only when its text can hold what is looked for: every
+part of the anchor's name, or half of the old definition's lines; and first the old
+definition's text (the only way to rank 0, which ends the search); candidates that can
+only hold the cited code in an edited definition, or an edited copy, are parsed only
+when no candidate gives rank 0 (an edited copy only while the definition is not still
+in its own file). The history evidence (old files and trees, line alignments, diffs)
+lives in ``verify/origins.py``, names in ``verify/naming.py``.
 
 Lines that read the same are not always the same code: ``if err != nil { return err }``
 occurs everywhere, and when the cited function is deleted a sibling's identical lines
@@ -48,12 +54,9 @@ provenance never has its file parsed.
 
 from __future__ import annotations
 
-import functools
-import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from enum import Enum
+from dataclasses import replace
 
 import xxhash
 
@@ -70,16 +73,12 @@ from verified_memory.models import (
     Location,
     Outcome,
 )
-from verified_memory.verify import candidates
+from verified_memory.verify import naming
 from verified_memory.verify.alignment import (
     all_in,
-    line_origins,
-    occurs_once,
     resemblance,
     rewrapped,
-    same_context,
     sibling_rows,
-    unheard_of,
 )
 from verified_memory.verify.files import FileText
 from verified_memory.verify.ladder import (
@@ -90,6 +89,7 @@ from verified_memory.verify.ladder import (
     find_runs,
     widen,
 )
+from verified_memory.verify.origins import Origins, Provenance
 
 __all__ = ["AnchorLocator"]
 
@@ -97,43 +97,17 @@ __all__ = ["AnchorLocator"]
 #: of the longer one's lines match in order (a renamed function keeps its body; a
 #: sibling that shares a few lines of boilerplate does not reach it).
 SAME_DEFINITION = 0.7
-_WORD = re.compile(r"\w+")
 #: Stands in for a line that is other code (see ``_foreign_rows``) when scoring: it
 #: matches no cited line, by hash or by fuzzy ratio.
 _FOREIGN = "\x00"
 _FOREIGN_HASH = hash_line(_FOREIGN)
-#: Line alignments kept per locator (each is one int per line of the new file).
-_ORIGINS_CACHE = 256
 #: Candidate files read ahead together (most searches end at one of the first few).
 _PREFETCH = 16
-#: Candidate lists kept per locator, one per (commit, revision, cited path): paths only.
-_CANDIDATE_LISTS = 256
 #: Derived anchors kept per locator (``derive_anchors``): a few hundred bytes each.
 _ANCHORS_CACHE = 4096
-#: Old trees and (old commit, revision) diffs kept per locator: a bulk check cites
-#: many commits, and a tree of a big repository is megabytes.
-_TREES_CACHE = 32
 
 
-class Provenance(Enum):
-    """Where lines of the new file come from, according to the line alignment."""
-
-    KEPT = "kept"  # the cited lines themselves, kept in place (perhaps shifted)
-    OTHER = "other"  # other lines of the old file that read the same
-    ADDED = "added"  # not explained by the old file: moved here, or new
-
-
-@dataclass(frozen=True, slots=True)
-class _Base:
-    """What a file looked like at the citation's commit: ``old`` is None when the file
-    did not exist then; ``cited`` is the cited range (0-based rows) when this file is
-    the cited one (or its new name)."""
-
-    old: FileText | None
-    cited: tuple[int, int] | None
-
-
-class AnchorLocator(Locator):
+class AnchorLocator(Locator, Origins):
     """Step 4 of the ladder, and the anchor-aware judge of steps 2, 3 and 5.
 
     ``derive_anchors``: the citations come fingerprinted without their anchor (the bulk
@@ -147,14 +121,8 @@ class AnchorLocator(Locator):
         # not `index or ...`: an empty index is falsy (it has a length)
         self.index = index if index is not None else treesitter.default_index()
         self.derive_anchors = derive_anchors
+        Origins.__init__(self)
         self._anchors: OrderedDict[tuple[str, str, int, int], Anchor | None] = OrderedDict()
-        self._diffs: OrderedDict[tuple[str, str],
-                                 tuple[candidates.ChangedFiles, dict[str, str]]] = OrderedDict()
-        self._old_trees: OrderedDict[str, Mapping[str, str] | None] = OrderedDict()
-        self._origins: OrderedDict[tuple[str, str], tuple[int, ...] | None] = OrderedDict()
-        self._foreign: dict[tuple[str, str, int, int], frozenset[int]] = {}
-        self._candidate_lists: OrderedDict[tuple[str, str, str],
-                                           tuple[list[str], frozenset[str]]] = OrderedDict()
 
     # ------------------------------------------------------------------ step 2
 
@@ -415,7 +383,7 @@ class AnchorLocator(Locator):
         anchor = citation.fingerprint.anchor
         if anchor is None:
             return False
-        if all(file.mentions(word) for word in _words(anchor.name)):
+        if all(file.mentions(word) for word in naming.words(anchor.name)):
             return True
         old = self._old_definition(verifier, citation)
         wanted = {h for h in (old.line_hashes if old is not None
@@ -523,12 +491,12 @@ class AnchorLocator(Locator):
         defs = self._defs(path, file)
         named = treesitter.find(defs, anchor.name)
         if not named:  # made private or public on the way: ``Cache`` -> ``_Cache``
-            public = _public(anchor.name)
+            public = naming.public(anchor.name)
             tail = public.rsplit(".", 1)[-1]
-            named = [d for d in defs if d.name.endswith(tail) and _public(d.name) == public]
+            named = [d for d in defs if d.name.endswith(tail) and naming.public(d.name) == public]
         if not named and simple_ok and not cited_file:
-            simple = _simple(anchor.name)
-            named = [d for d in defs if _simple(d.name) == simple]
+            simple = naming.simple(anchor.name)
+            named = [d for d in defs if naming.simple(d.name) == simple]
         if not named:
             return None
         same = [d for d in named if d.text_hash == anchor.text_hash]
@@ -539,7 +507,7 @@ class AnchorLocator(Locator):
         # cited one moved (a plain function name, ``main``, ``New``, ``__getattr__``,
         # names a role as often as one thing: only when it resembles the old one)
         fresh = not cited_file and not same and best.name == anchor.name \
-            and (_qualified(anchor.name) or not _is_function(anchor)) \
+            and (naming.qualified(anchor.name) or not naming.is_function(anchor)) \
             and self._new_name(verifier, citation, path, anchor.name, renamed_from or {})
         if not cited_file and not same and not fresh \
                 and not self._resembles_old(verifier, citation, best):
@@ -604,11 +572,11 @@ class AnchorLocator(Locator):
         if anchor is None or not defs:
             return _nearest(places, citation.line_start)
 
-        simple = _simple(anchor.name)
+        simple = naming.simple(anchor.name)
 
         def expected(place: Location) -> int:
             around = [d for d in defs if d.contains(place.line_start, place.line_end)
-                      and _simple(d.name) == simple]
+                      and naming.simple(d.name) == simple]
             if not around:
                 return citation.line_start
             innermost = min(around, key=lambda d: d.end_line - d.start_line)
@@ -652,7 +620,7 @@ class AnchorLocator(Locator):
             return 1 if resemblance(old.line_hashes, region) >= SAME_DEFINITION else None
         if old is not None and all_in(sibling_rows(citation, old, around), file, place):
             return None  # the definition's other copy of these lines, not the cited one
-        if same_name or _simple(around.name) == _simple(anchor.name):
+        if same_name or naming.simple(around.name) == naming.simple(anchor.name):
             # a namesake (``main``, ``__getattr__``, ``String``) in another module is
             # not the definition moved there unless it is mostly the same lines
             if not self._resembles_old(verifier, citation, around):
@@ -699,117 +667,6 @@ class AnchorLocator(Locator):
         start = citation.line_start - anchor.offset
         return min(named, key=lambda d: abs(d.start_line - start))
 
-    def _origin_base(self, verifier: Verifier | None, citation: Citation) -> _Base | None:
-        """The cited file as it was (for the cited file and its new name)."""
-        if verifier is None:
-            return None
-        old = self._old_file(verifier, citation.blob_sha)
-        if old is None:
-            return None
-        return _Base(old, (citation.line_start - 1, citation.line_end - 1))
-
-    def _candidate_base(self, verifier: Verifier, citation: Citation, path: str,
-                        renamed_from: Mapping[str, str]) -> _Base | None:
-        """Another file as it was at the citation's commit, under its old name if git
-        saw it renamed (a renamed file is not new code). None: cannot tell."""
-        if not citation.sha:
-            return None
-        old_tree = self._old_tree(verifier, citation.sha)
-        if old_tree is None:
-            return None
-        blob = old_tree.get(renamed_from.get(path, path))
-        if blob is None:
-            return _Base(None, None)  # the file is new: everything in it was added
-        old = self._old_file(verifier, blob)
-        return _Base(old, None) if old is not None else None
-
-    def _provenance(self, base: _Base, file: FileText, place: Location,
-                    *, fast: bool = True) -> Provenance | None:
-        """Where the lines at ``place`` come from (None: the files are too big to
-        align). Kept: most of them are the cited lines; other: all of them are other
-        lines of the old file; added: otherwise (moved or new code).
-
-        The cited lines still between the lines that surrounded them are kept without
-        aligning the whole files (the common case: lines inserted or removed further
-        up, which is also the cheap one)."""
-        if base.old is None:
-            return Provenance.ADDED
-        if fast and base.cited is not None and same_context(base.old, base.cited, file,
-                                                              place) \
-                and occurs_once(base.old, base.cited):
-            return Provenance.KEPT
-        if base.cited is None and unheard_of(base.old, file, place):
-            return Provenance.ADDED  # what the alignment would say, without aligning
-        origins = self._origins_of(base.old, file)
-        if origins is None:
-            return None
-        rows = [origins[i] for i in range(place.line_start - 1, min(place.line_end,
-                                                                   len(origins)))
-                if file.hashes[i] != BLANK]
-        if not rows:
-            return Provenance.ADDED
-        if base.cited is not None:
-            lo, hi = base.cited
-            inside = sum(1 for r in rows if lo <= r <= hi)
-            if 2 * inside >= len(rows):
-                return Provenance.KEPT
-            if inside:
-                return Provenance.ADDED
-        if all(r >= 0 for r in rows):
-            return Provenance.OTHER
-        return Provenance.ADDED
-
-    def _foreign_rows(self, base: _Base | None, file: FileText) -> frozenset[int]:
-        """Rows of ``file`` (0-based) that the alignment keeps from old lines other than
-        the cited ones: whatever they read, they are not what is left of the cited code."""
-        if base is None or base.old is None:
-            return frozenset()
-        lo, hi = base.cited if base.cited is not None else (-1, -1)
-        key = (base.old.blob_sha, file.blob_sha, lo, hi)
-        found = self._foreign.get(key)
-        if found is None:
-            origins = self._origins_of(base.old, file)
-            found = frozenset() if origins is None else frozenset(
-                i for i, row in enumerate(origins) if row >= 0 and not lo <= row <= hi)
-            if len(self._foreign) >= _ORIGINS_CACHE:
-                self._foreign.pop(next(iter(self._foreign)))
-            self._foreign[key] = found
-        return found
-
-    def _origins_of(self, old: FileText, new: FileText) -> tuple[int, ...] | None:
-        key = (old.blob_sha, new.blob_sha)
-        if key in self._origins:
-            self._origins.move_to_end(key)
-            return self._origins[key]
-        found = line_origins(old, new)
-        self._origins[key] = found
-        while len(self._origins) > _ORIGINS_CACHE:
-            self._origins.popitem(last=False)
-        return found
-
-    def _old_file(self, verifier: Verifier, blob_sha: str | None) -> FileText | None:
-        """A file at the citation's commit; None when it cannot exist any more (a
-        rewritten history). A source that cannot be read raises: no verdict then."""
-        if not blob_sha:
-            return None
-        try:
-            return verifier.files.get(blob_sha)
-        except NotFound:
-            return None
-
-    def _old_tree(self, verifier: Verifier, sha: str) -> Mapping[str, str] | None:
-        if sha in self._old_trees:
-            self._old_trees.move_to_end(sha)
-            return self._old_trees[sha]
-        try:
-            found: Mapping[str, str] | None = verifier.source.tree(sha)
-        except NotFound:
-            found = None
-        self._old_trees[sha] = found
-        while len(self._old_trees) > _TREES_CACHE:
-            self._old_trees.popitem(last=False)
-        return found
-
     def _cited_text(self, verifier: Verifier, citation: Citation) -> bytes | None:
         """The cited lines as ``text_hash`` hashed them, from the citation's own blob
         (None when it cannot be read, or no longer hashes to the snippet hash)."""
@@ -848,55 +705,6 @@ class AnchorLocator(Locator):
     def _defs(self, path: str, file: FileText) -> tuple[treesitter.Definition, ...]:
         return self.index.definitions(path, file.text, key=file.blob_sha, hashes=file.hashes)
 
-    def _diff(self, verifier: Verifier, citation: Citation, revision: str,
-              tree: Mapping[str, str]) -> tuple[candidates.ChangedFiles,
-                                                dict[str, str]] | None:
-        """Files added or changed since the citation's commit, and renames."""
-        old_sha = citation.sha
-        if not old_sha or old_sha == revision:
-            return None
-        key = (old_sha, revision)
-        if key in self._diffs:
-            self._diffs.move_to_end(key)
-            return self._diffs[key]
-        old_tree = self._old_tree(verifier, old_sha)
-        try:
-            renames = verifier.source.renames(old_sha, revision) if old_tree else []
-        except NotFound:  # the old commit is gone (rewritten history): nothing to follow
-            renames = []
-        before = old_tree or {}
-        found = (candidates.ChangedFiles([p for p, blob in tree.items()
-                                          if before.get(p) != blob]),
-                 {r.old: r.new for r in renames if r.new})
-        self._diffs[key] = found
-        while len(self._diffs) > _TREES_CACHE:
-            self._diffs.popitem(last=False)
-        return found
-
-    def _candidates(self, verifier: Verifier, citation: Citation, revision: str,
-                    tree: Mapping[str, str]) -> tuple[list[str], frozenset[str]]:
-        """Files the code may have moved to, and which of them continue the cited file
-        (``verify.candidates``): its successors first, then the files of its kind added
-        or changed since the citation's commit, nearest paths first (the same for every
-        citation of a file: kept per locator)."""
-        diff = self._diff(verifier, citation, revision, tree)
-        if diff is None or not citation.sha:
-            return [], frozenset()
-        key = (citation.sha, revision, citation.path)
-        if key in self._candidate_lists:
-            self._candidate_lists.move_to_end(key)
-            return self._candidate_lists[key]
-        changed, renamed = diff
-        first = candidates.successors(citation.path,
-                                      self._old_file(verifier, citation.blob_sha),
-                                      changed, tree, renamed, verifier.files)
-        found = changed.ordered(citation.path, first), frozenset(first)
-        self._candidate_lists[key] = found
-        while len(self._candidate_lists) > _CANDIDATE_LISTS:
-            self._candidate_lists.popitem(last=False)
-        return found
-
-
 def _changed_place(citation: Citation, anchor: Anchor, definition: treesitter.Definition,
                    file: FileText, path: str, foreign: frozenset[int]) -> Location:
     """Where the cited code is now inside its changed definition: all of it when the
@@ -933,22 +741,8 @@ def _may_define(file: FileText, citation: Citation) -> bool:
     anchor = citation.fingerprint.anchor
     if anchor is None:
         return False
-    word = _last_word(anchor.name)
+    word = naming.last_word(anchor.name)
     return not word or file.mentions(word)
-
-
-@functools.lru_cache(maxsize=4096)
-def _words(name: str) -> tuple[str, ...]:
-    """The words of a qualified name (``impl Display for Point::fmt`` has five)."""
-    return tuple(dict.fromkeys(_WORD.findall(name)))
-
-
-@functools.lru_cache(maxsize=4096)
-def _last_word(name: str) -> str:
-    """The last word of a qualified name's simple name ("" if it has none); asked for
-    every candidate file of every citation, of a handful of names."""
-    words = _WORD.findall(_simple(name))
-    return words[-1] if words else ""
 
 
 def _note(rank_check: tuple[int | None, CitationCheck] | None, order: int,
@@ -967,38 +761,6 @@ def _note(rank_check: tuple[int | None, CitationCheck] | None, order: int,
 def _first_two(entry: tuple[float, int, CitationCheck]) -> tuple[float, int]:
     """Rank (or minus the similarity), then candidate order: the best, then the first."""
     return entry[0], entry[1]
-
-
-def _simple(name: str) -> str:
-    """The last part of a qualified name: ``Session.request`` -> ``request``,
-    ``impl Trait for Type::fn`` -> ``fn``."""
-    return name.rsplit("::", 1)[-1].rsplit(".", 1)[-1]
-
-
-#: Anchor kinds that are functions (a holder's kind is its value's: ``arrow_function``).
-_FUNCTION_KINDS = frozenset({
-    "function_definition", "function_declaration", "generator_function_declaration",
-    "method_definition", "method_declaration", "constructor_declaration",
-    "compact_constructor_declaration", "function_item", "function_signature_item",
-    "function_signature", "method_signature", "abstract_method_signature", "method_elem",
-    "method_spec", "arrow_function", "function_expression", "function", "generator_function",
-    "lambda", "macro_definition",
-})
-
-
-def _is_function(anchor: Anchor) -> bool:
-    return anchor.kind in _FUNCTION_KINDS
-
-
-def _public(name: str) -> str:
-    """A qualified name as it reads whether its parts are private or not: without the
-    leading underscores of each part (Python's convention)."""
-    return ".".join(part.lstrip("_") for part in name.split("."))
-
-
-def _qualified(name: str) -> bool:
-    """Whether a name has a qualifier (``Class.method``, ``impl Type::fn``)."""
-    return "." in name or "::" in name
 
 
 def _distinctive(citation: Citation) -> bool:
