@@ -16,10 +16,12 @@ blank lines may come and go.
   scored);
 * changed: the definition (declaration) exists by name but the cited lines are not in
   it; right: ``changed``, in that file;
-* gone: the name is gone and neither the lines nor a third of the definition's lines
-  (together, in one definition) are anywhere; right: ``missing``;
+* gone: the name is gone and neither the lines, nor a third of the definition's lines
+  (together, in one definition), nor half of the cited lines that say something
+  (together) are anywhere; right: ``missing``;
 * unclear: several candidates, duplicated code, lines extracted elsewhere, a definition
-  rebuilt under another name: not scored.
+  rebuilt under another name, a nested definition gone from one that stays, a file that
+  does not parse: not scored.
 
 A held range is the span of the cited non-blank lines at their new place, widened by
 the blank lines the citation had at its edges where the new file has blank lines there.
