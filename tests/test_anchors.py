@@ -48,10 +48,12 @@ def src(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")
 
 
-def rows(path: str, text: str) -> list[Row]:
-    """(name, kind, start, end) of every definition, through a fresh index (no cache)."""
+def rows(path: str, text: str, *, declarations: bool = False) -> list[Row]:
+    """(name, kind, start, end) of every definition, through a fresh index (no cache);
+    only the declarations (constants, fields, enum members) with ``declarations``."""
     return [(d.name, d.kind, d.start_line, d.end_line)
-            for d in DefinitionIndex().definitions(path, text)]
+            for d in DefinitionIndex().definitions(path, text)
+            if d.declaration == declarations]
 
 
 def one(defs: tuple[Definition, ...], name: str) -> Definition:
@@ -945,3 +947,40 @@ def test_similarity_edge_cases() -> None:
     # old_lines of the wrong length are ignored rather than misaligned
     hashes = line_hashes(["a = 1", "b = 2"])
     assert similarity(hashes, ["a = 1", "b = 3"], ["a = 1"]) == 0.5
+
+
+# ------------------------------------------------------------------------ declarations
+
+
+@pytest.mark.parametrize(("path", "text", "expected"), [
+    pytest.param("session.py", PYTHON, [("Session.timeout", "assignment", 16, 16)], id="python"),
+    pytest.param("a.py", "MAX = 3\n__all__ = [\n    'a',\n]\ndef f():\n    x = 1\n",
+                 [("MAX", "assignment", 1, 1), ("__all__", "assignment", 2, 4)],
+                 id="python-module"),
+    pytest.param("a.go", "package a\n\nconst X = 1\nconst (\n\tA = iota\n\tB\n)\n"
+                 "var v = 2\ntype S struct {\n\tName string\n}\nfunc f() { var q = 1 }\n",
+                 [("X", "const_spec", 3, 3), ("A", "const_spec", 5, 5),
+                  ("B", "const_spec", 6, 6), ("v", "var_spec", 8, 8),
+                  ("S.Name", "field_declaration", 10, 10)], id="go"),
+    pytest.param("a.ts", "enum E { A, B = 2 }\ninterface I { x: number }\n"
+                 "class C { f = 1; h = () => 1 }\nexport const K = 3;\nconst fn = () => 2;\n",
+                 [("E.A", "property_identifier", 1, 1), ("E.B", "enum_assignment", 1, 1),
+                  ("I.x", "property_signature", 2, 2), ("C.f", "public_field_definition", 3, 3),
+                  ("K", "variable_declarator", 4, 4)], id="typescript"),
+    pytest.param("a.js", "const A = 1;\nclass C { f = 2 }\nfunction g() { const q = 3 }\n",
+                 [("A", "variable_declarator", 1, 1), ("C.f", "field_definition", 2, 2)],
+                 id="javascript"),
+    pytest.param("A.java", "class A {\n  static final int X = 1;\n  enum E { P }\n"
+                 "  int f() { int q = 1; return q; }\n}\ninterface I { int Y = 2; }\n",
+                 [("A.X", "field_declaration", 2, 2), ("A.E.P", "enum_constant", 3, 3),
+                  ("I.Y", "constant_declaration", 6, 6)], id="java"),
+    pytest.param("a.rs", "const X: u32 = 1;\nstruct S { a: u32 }\nenum E { A }\n",
+                 [("X", "const_item", 1, 1), ("S::a", "field_declaration", 2, 2),
+                  ("E::A", "enum_variant", 3, 3)], id="rust"),
+])
+def test_declarations_are_anchors_by_name(path: str, text: str,
+                                          expected: list[Row]) -> None:
+    """Constants, module and class variables, fields and enum members at module, class or
+    type level are named like definitions (a one-line citation of one anchors to it);
+    locals inside functions are not; a variable holding a function is that function."""
+    assert rows(path, text, declarations=True) == expected

@@ -156,13 +156,14 @@ def test_edit_cited_code_breaks_the_memories(repo: GitRepo, service: MemoryServi
     assert f"vmem supersede {memories['fetch']}" in advice
     assert f"vmem invalidate {memories['fetch']}" in advice
     const = next(f for f in report.findings if f.memory.id == memories["const"])
-    # Rewritten beyond recognition: the verifier finds nothing, the diff says "replaced".
-    assert const.citations[0].check.outcome.value == "missing"
-    assert const.citations[0].rewritten
-    assert "`net/fetch.py:1`" in render_finding(const)
-    assert "**rewritten**: none of the cited lines survive" in render_finding(const)
+    # The constant is still there by name (a declaration is its own anchor) with another
+    # value: changed where it stands, not gone.
+    assert const.citations[0].check.outcome.value == "changed"
+    assert const.citations[0].check.location == Location("net/fetch.py", 1, 1)
+    assert not const.citations[0].rewritten
+    assert "`net/fetch.py:1` **changed**: 92% of the cited lines survive" in render_finding(const)
     assert const.comment is not None
-    assert (const.comment.side, const.comment.line) == ("LEFT", 1)  # on the removed line
+    assert (const.comment.side, const.comment.line) == ("RIGHT", 1)  # on its new line
 
 
 def test_delete_cited_code_and_a_whole_file(repo: GitRepo, service: MemoryService,

@@ -399,8 +399,8 @@ def test_post_creates_one_review_then_updates_it_in_place(
     created = fake.posted[0]
     assert created["commit_id"] == head
     places = {(c["path"], c["line"], c["side"]) for c in created["comments"]}
-    # the rewritten constant on its removed line; the edited close() on its new line
-    assert places == {("net/fetch.py", 1, "LEFT"), ("net/fetch.py", 12, "RIGHT")}
+    # the edited constant and the edited close() on their new lines
+    assert places == {("net/fetch.py", 1, "RIGHT"), ("net/fetch.py", 12, "RIGHT")}
     bodies = {c["body"].split("\n", 1)[0] for c in fake.comments[7]}
     assert bodies == {comment_marker(memories["const"]), comment_marker(memories["close"])}
     assert snapshot(tmp_path) == before  # a review of unmerged code changes no memory
@@ -418,12 +418,14 @@ def test_post_creates_one_review_then_updates_it_in_place(
     data = review_json(capsys, "--pr", "7", "--post")
     assert data["posted"]["action"] == "updated"
     assert data["posted"]["review_id"] == review["id"]
-    assert data["posted"]["comments"] == {"created": 1, "updated": 0, "kept": 1,
+    # the constant's comment is edited in place: it links its line at the new head
+    assert data["posted"]["comments"] == {"created": 1, "updated": 1, "kept": 0,
                                           "deleted": 1, "unplaced": 0}
     assert ("POST", f"/repos/{REPO}/pulls/7/reviews") not in fake.log
     assert len(fake.reviews[7]) == 1
     assert sorted(fake.writes()) == sorted([
         ("DELETE", f"/repos/{REPO}/pulls/comments/{close_comment['id']}"),
+        ("PATCH", f"/repos/{REPO}/pulls/comments/{const_comment['id']}"),
         ("POST", f"/repos/{REPO}/pulls/7/comments"),
         ("PUT", f"/repos/{REPO}/pulls/7/reviews/{review['id']}"),
     ])
@@ -582,7 +584,7 @@ def test_a_renamed_file_is_matched_through_its_previous_name(
     assert [(f["memory_id"], f["kind"]) for f in data["findings"]] == [
         (memories["const"], "breaks")]
     assert data["findings"][0]["comment"] == {"path": "net/client.py", "line": 1,
-                                              "side": "LEFT"}
+                                              "side": "RIGHT"}
     assert fake.comments[7][0]["path"] == "net/client.py"
 
 

@@ -274,7 +274,8 @@ def test_verify_refreshes_relocates_and_invalidates(service: MemoryService,
     broken = service.memories.get(timeout.id)
     assert broken.status is Status.INVALID
     assert broken.invalid_reason is not None
-    assert "src/config.py:2 missing" in broken.invalid_reason
+    # the constant is still there by name, with another value: changed, not missing
+    assert "src/config.py:2 changed" in broken.invalid_reason
     assert kinds(service, timeout.id)[-2:] == ["verified_invalid", "invalidated"]
     assert kinds(service, version.id)[-3:] == ["verified_valid", "relocated", "refreshed"]
     # A second pass: the unchanged blob now short-circuits at step 1.

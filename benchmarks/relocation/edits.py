@@ -326,7 +326,9 @@ def _plan(source: SourceFile) -> _File | None:
     language = treesitter.language_for(source.path)
     if language is None:
         return None
-    defs = treesitter.definitions(source.path, "\n".join(source.lines))
+    # declarations (constants, fields) are anchors too, but not what these edits move
+    defs = tuple(d for d in treesitter.definitions(source.path, "\n".join(source.lines))
+                 if not d.declaration)
     tree = syntax.parse(source.path, source.lines)
     if tree is None or tree.has_errors or not defs:
         return None

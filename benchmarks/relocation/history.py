@@ -68,7 +68,9 @@ def history_cases(repo: Path, per_commit: int, rng: random.Random,
 
         def defs_at(path: str, blob: str) -> tuple[list[str], tuple[treesitter.Definition, ...]]:
             text = decode_text(source.read_blob(blob)) or ""
-            return split_lines(text), treesitter.definitions(path, text, key=blob)
+            return split_lines(text), tuple(d for d in treesitter.definitions(path, text,
+                                                                               key=blob)
+                                            if not d.declaration)
 
         def by_name(name: str, first: str | None) -> list[tuple[str, treesitter.Definition]]:
             found: list[tuple[str, treesitter.Definition]] = []

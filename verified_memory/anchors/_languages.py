@@ -24,6 +24,7 @@ __all__ = [
     "GRAMMARS",
     "RULES",
     "Rules",
+    "declaration_patterns",
     "definition_kind",
     "definition_patterns",
     "outer_span",
@@ -95,6 +96,11 @@ class Rules:
     kinds: tuple[str, ...]
     holders: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
     separator: str = "."
+    #: Query patterns (capture ``@decl``) for named declarations at module, class or
+    #: type level: constants, variables, fields, enum members. A one-line citation of
+    #: ``MAX_RETRIES = 3`` anchors to its declaration, so it is followed by name like
+    #: any definition, and found ``changed`` rather than lost when its value changes.
+    declarations: tuple[str, ...] = ()
 
 
 _JS_KINDS = (
@@ -124,14 +130,36 @@ _TS_KINDS = (
     "abstract_method_signature",
 )
 
+_JS_DECLARATIONS = (
+    "(program (lexical_declaration (variable_declarator name: (identifier)) @decl))",
+    "(program (variable_declaration (variable_declarator name: (identifier)) @decl))",
+    "(program (export_statement declaration: (lexical_declaration"
+    " (variable_declarator name: (identifier)) @decl)))",
+    "(program (export_statement declaration: (variable_declaration"
+    " (variable_declarator name: (identifier)) @decl)))",
+    "(class_body (field_definition) @decl)",
+)
+_TS_DECLARATIONS = (
+    *_JS_DECLARATIONS,
+    "(class_body (public_field_definition) @decl)",
+    "(property_signature) @decl",
+    "(enum_body (enum_assignment) @decl)",
+    "(enum_body name: (property_identifier) @decl)",
+)
+
 RULES: dict[str, Rules] = {
     "python": Rules(
         kinds=("function_definition", "class_definition"),
         holders=(("assignment", "right", ("lambda",)),),
+        declarations=(
+            "(module (expression_statement (assignment left: (identifier)) @decl))",
+            "(class_definition body: (block (expression_statement"
+            " (assignment left: (identifier)) @decl)))",
+        ),
     ),
-    "javascript": Rules(kinds=_JS_KINDS, holders=_JS_HOLDERS),
-    "typescript": Rules(kinds=_TS_KINDS, holders=_JS_HOLDERS),
-    "tsx": Rules(kinds=_TS_KINDS, holders=_JS_HOLDERS),
+    "javascript": Rules(kinds=_JS_KINDS, holders=_JS_HOLDERS, declarations=_JS_DECLARATIONS),
+    "typescript": Rules(kinds=_TS_KINDS, holders=_JS_HOLDERS, declarations=_TS_DECLARATIONS),
+    "tsx": Rules(kinds=_TS_KINDS, holders=_JS_HOLDERS, declarations=_TS_DECLARATIONS),
     "go": Rules(
         kinds=(
             "function_declaration",
@@ -140,6 +168,12 @@ RULES: dict[str, Rules] = {
             "type_alias",
             "method_elem",  # interface methods (older grammars: method_spec)
             "method_spec",
+        ),
+        declarations=(
+            "(source_file (const_declaration (const_spec) @decl))",
+            "(source_file (var_declaration (var_spec) @decl))",
+            "(source_file (var_declaration (var_spec_list (var_spec) @decl)))",
+            "(field_declaration_list (field_declaration name: (field_identifier)) @decl)",
         ),
     ),
     "rust": Rules(
@@ -156,6 +190,12 @@ RULES: dict[str, Rules] = {
             "macro_definition",
         ),
         separator="::",
+        declarations=(
+            "(const_item) @decl",
+            "(static_item) @decl",
+            "(field_declaration_list (field_declaration) @decl)",
+            "(enum_variant) @decl",
+        ),
     ),
     "java": Rules(
         kinds=(
@@ -167,6 +207,11 @@ RULES: dict[str, Rules] = {
             "method_declaration",
             "constructor_declaration",
             "compact_constructor_declaration",
+        ),
+        declarations=(
+            "(field_declaration) @decl",
+            "(constant_declaration) @decl",
+            "(enum_constant) @decl",
         ),
     ),
 }
@@ -186,6 +231,20 @@ def definition_patterns(rules: Rules, language: Language) -> list[str]:
             f"({holder} {field}: ({value})) @def" for value in values if known(value)
         )
     return patterns
+
+
+_PATTERN_NODE = re.compile(r"\((\w+)")
+_PATTERN_FIELD = re.compile(r"(\w+):")
+
+
+def declaration_patterns(rules: Rules, language: Language) -> list[str]:
+    """The declaration patterns (``@decl``) whose node types and fields this grammar
+    has (one unknown name would make the whole query fail to compile)."""
+    return [pattern for pattern in rules.declarations
+            if all(language.id_for_node_kind(kind, True)
+                   for kind in _PATTERN_NODE.findall(pattern))
+            and all(language.field_id_for_name(field)
+                    for field in _PATTERN_FIELD.findall(pattern))]
 
 
 # ----------------------------------------------------------------------------- spans
@@ -322,6 +381,12 @@ def simple_name(node: Node, language: str) -> str:
         return _holder_name(node)
     if kind == "impl_item":
         return _rust_impl_name(node)
+    if kind == "property_identifier":  # a TypeScript enum member without a value
+        return _text(node)
+    if kind in ("field_declaration", "constant_declaration") and \
+            node.child_by_field_name("name") is None:  # Java: the first declarator's name
+        declarator = node.child_by_field_name("declarator")
+        return _field_text(declarator, "name") if declarator is not None else ""
     if kind == "method_declaration" and language == "go":
         receiver = _go_receiver_type(node)
         name = _field_text(node, "name")

@@ -104,13 +104,29 @@ class TextHasher:
             if after < len(parts) and parts[after][:1] in _CLOSERS:
                 kept[line] = parts[line][:-1]
 
-    def text_hash(self, first: int, last: int) -> str:
-        """``text_hash`` of lines ``first..last`` (0-based, inclusive; clipped to the
-        file like a slice)."""
+    @property
+    def parts(self) -> Sequence[bytes]:
+        """Each line without whitespace (``normalized``)."""
+        return self._parts
+
+    @property
+    def kept(self) -> Sequence[bytes]:
+        """Each line as it counts when more code follows it in a range: without the
+        trailing comma a formatter adds before a closing bracket on the next line."""
+        return self._kept
+
+    def text(self, first: int, last: int) -> bytes:
+        """The text ``text_hash`` hashes for lines ``first..last`` (0-based, inclusive;
+        clipped to the file like a slice)."""
         parts = self._parts
         last = min(last, len(parts) - 1)
         while last >= first and not parts[last]:
             last -= 1  # the last code line keeps its comma: nothing follows it here
         if last < max(first, 0):
-            return xxhash.xxh3_64_hexdigest(b"")
-        return xxhash.xxh3_64_hexdigest(b"".join(self._kept[first:last]) + parts[last])
+            return b""
+        return b"".join(self._kept[first:last]) + parts[last]
+
+    def text_hash(self, first: int, last: int) -> str:
+        """``text_hash`` of lines ``first..last`` (0-based, inclusive; clipped to the
+        file like a slice)."""
+        return xxhash.xxh3_64_hexdigest(self.text(first, last))

@@ -46,13 +46,14 @@ from verified_memory.anchors._languages import (
     EXTENSIONS,
     GRAMMARS,
     RULES,
+    declaration_patterns,
     definition_kind,
     definition_patterns,
     outer_span,
     scope_labels,
     simple_name,
 )
-from verified_memory.anchors.hashing import TextHasher, line_hashes
+from verified_memory.anchors.hashing import BLANK, TextHasher, line_hashes
 from verified_memory.anchors.normalize import split_lines
 from verified_memory.models import Anchor
 
@@ -99,6 +100,9 @@ class Definition:
     end_line: int
     text_hash: str
     line_hashes: tuple[int, ...]
+    #: A constant, variable, field or enum member (module, class or type level) rather
+    #: than a function, class or type: anchored and followed by name all the same.
+    declaration: bool = False
 
     def contains(self, line_start: int, line_end: int) -> bool:
         """Whether the whole range ``line_start..line_end`` lies inside this definition."""
@@ -188,7 +192,7 @@ def _grammar(name: str) -> _Grammar | None:
     except Exception as exc:  # ImportError, ValueError (ABI), anything a wheel may raise
         log.warning("tree-sitter grammar for %s unavailable (%s); using line hashes", name, exc)
         return None
-    patterns = definition_patterns(rules, language)
+    patterns = definition_patterns(rules, language) + declaration_patterns(rules, language)
     try:
         # all patterns at once: compiling each on its own costs five times as much
         query = ts.Query(language, "\n".join(patterns)) if patterns else None
@@ -242,7 +246,11 @@ def _extract(grammar: _Grammar, lines: Sequence[str],
     ts = importlib.import_module("tree_sitter")
     tree = _parser(grammar).parse(source)
     captures = ts.QueryCursor(grammar.query).captures(tree.root_node)
-    nodes: list[Node] = captures.get("def", [])
+    nodes: list[Node] = list(captures.get("def", []))
+    defined = {n.id for n in nodes}
+    # a declaration whose value is a function or class is that definition (its kind)
+    declared = {n.id for n in captures.get("decl", ()) if n.id not in defined}
+    nodes += [n for n in captures.get("decl", ()) if n.id in declared]
     # capture order is not source order; outer before inner for equal starts
     nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
     if hashes is None or len(hashes) != len(lines):
@@ -281,11 +289,12 @@ def _extract(grammar: _Grammar, lines: Sequence[str],
         result.append(
             Definition(
                 name=qualified,
-                kind=definition_kind(node),
+                kind=node.type if node.id in declared else definition_kind(node),
                 start_line=first + 1,
                 end_line=last + 1,
                 text_hash=hasher.text_hash(first, last),
                 line_hashes=tuple(hashes[first : last + 1]),
+                declaration=node.id in declared,
             )
         )
     # nodes were sorted by their own start; spans may start earlier (decorators)
@@ -347,14 +356,24 @@ class DefinitionIndex:
         self, path: str, text: str, line_start: int, line_end: int, key: str | None = None,
         hashes: Sequence[int] | None = None,
     ) -> Anchor | None:
-        """The anchor of a citation: the innermost definition containing the whole range.
+        """The anchor of a citation: the innermost definition containing the whole range
+        but for blank lines at its edges (agents often cite the blank line after a
+        function: that line is outside it, yet the citation is of the function). The
+        offset is from the range as given (-1 for one leading blank line).
 
         None when no definition contains it or the language is not supported.
         """
         language = language_for(path)
         if language is None:
             return None
-        found = innermost(self.definitions(path, text, key, hashes), line_start, line_end)
+        if hashes is None:
+            hashes = line_hashes(split_lines(text))
+        first, last = line_start, min(line_end, len(hashes))
+        while first < last and hashes[first - 1] == BLANK:
+            first += 1
+        while last > first and hashes[last - 1] == BLANK:
+            last -= 1
+        found = innermost(self.definitions(path, text, key, hashes), first, last)
         return found.anchor(line_start, language) if found is not None else None
 
     def clear(self) -> None:

@@ -8,6 +8,7 @@ caches (``AnchorLocator`` keeps those)."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from difflib import SequenceMatcher
 
@@ -15,7 +16,6 @@ import xxhash
 
 from verified_memory.anchors import treesitter
 from verified_memory.anchors.hashing import BLANK
-from verified_memory.anchors.normalize import normalize_line
 from verified_memory.anchors.similarity import matched_lines
 from verified_memory.models import Citation, Location
 from verified_memory.verify.files import FileText
@@ -102,40 +102,77 @@ def _neighbours(hashes: Sequence[int], start: int, step: int) -> list[int]:
 
 
 def rewrapped(citation: Citation, file: FileText, lo: int, hi: int,
-               cited_chars: int | None = None) -> tuple[int, int] | None:
+              cited_text: bytes | None = None) -> tuple[int, int] | None:
     """A window inside lines ``lo..hi`` whose whitespace-free text equals the citation's
-    (the snippet hash), found even when a formatter re-wrapped the lines.
+    (the snippet hash), found even when a formatter re-wrapped the lines; of several,
+    the one nearest the anchor's offset.
 
-    Windows are tried nearest the anchor's offset first; each start grows its text one
-    line at a time, so the cost is the definition's length times the window's. A
-    window grows until its text is longer than the cited text (``cited_chars``, when
-    the old file could be read: an argument list exploded one per line can take many
-    lines), else up to about twice the cited lines."""
-    want = citation.snippet_hash
+    With ``cited_text`` (the text ``text_hash`` hashed when the citation was made, read
+    from its own blob) the window is found by searching that text in the definition's
+    text: linear in the definition. Without it, each start grows its window one line at
+    a time, up to about twice the cited lines, hashing as it goes: the definition's
+    length times the window's."""
     cited = sum(1 for h in citation.fingerprint.line_hashes if h != BLANK)
-    max_len = 2 * len(citation.fingerprint.line_hashes) + 4 if cited_chars is None \
-        else hi - lo + 1
+    shortest = max(1, cited // 3)
+    hasher = file.hasher()
+    parts, kept = hasher.parts, hasher.kept
     rows = [i for i in range(lo - 1, min(hi, len(file.lines))) if file.hashes[i] != BLANK]
-    flat = [normalize_line(file.lines[i]) for i in rows]
-    # the trailing comma a formatter adds before a closing bracket on the next line
-    # does not count (see hashing.text_hash); a window's last line keeps its own
-    joined = [text[:-1] if text.endswith(",") and k + 1 < len(flat) and flat[k + 1][0] in ")]}"
-              else text for k, text in enumerate(flat)]
+    found = (_windows_of_text(rows, parts, kept, cited_text) if cited_text is not None
+             else _windows_of_hash(rows, parts, kept, citation.snippet_hash,
+                                   2 * len(citation.fingerprint.line_hashes) + 4))
+    windows = [(rows[i] + 1, rows[j] + 1) for i, j in found if j - i + 1 >= shortest]
+    if not windows:
+        return None
     anchor_start = lo + (citation.fingerprint.anchor.offset
                          if citation.fingerprint.anchor else 0)
-    for i in sorted(range(len(rows)), key=lambda k: abs(rows[k] + 1 - anchor_start)):
-        text = ""
-        for j in range(i, min(len(rows), i + max_len)):
-            if cited_chars is not None and len(text) + len(flat[j]) > cited_chars:
-                break  # longer than the cited code: no later line can make it equal
-            if j - i + 1 >= max(1, cited // 3) and _hash(text + flat[j]) == want:
-                return rows[i] + 1, rows[j] + 1
-            text += joined[j]
-    return None
+    return min(windows, key=lambda w: (abs(w[0] - anchor_start), w[0], w[1]))
 
 
-def _hash(text: str) -> str:
-    return xxhash.xxh3_64_hexdigest(text.encode())
+def _windows_of_text(rows: Sequence[int], parts: Sequence[bytes], kept: Sequence[bytes],
+                     text: bytes) -> list[tuple[int, int]]:
+    """(first, last) indices into ``rows`` of every window whose text is ``text``.
+
+    A window's text is its lines as ``TextHasher.kept`` has them, the last one as
+    ``parts`` has it (it keeps its trailing comma), so every window's text starts with
+    ``text`` less a final comma in the rows' joined ``kept`` text: those places are
+    found with ``bytes.find``, then checked."""
+    starts: dict[int, int] = {}
+    ends: list[int] = []
+    offset = 0
+    for k, row in enumerate(rows):
+        starts[offset] = k
+        offset += len(kept[row])
+        ends.append(offset)
+    joined = b"".join(kept[row] for row in rows)
+    core = text[:-1] if text.endswith(b",") else text
+    found: list[tuple[int, int]] = []
+    at = joined.find(core)
+    while at >= 0 and core:
+        first = starts.get(at)
+        if first is not None:
+            last = bisect_left(ends, at + len(core))
+            if last < len(rows) and joined[at:ends[last] - len(kept[rows[last]])] \
+                    + parts[rows[last]] == text:
+                found.append((first, last))
+        at = joined.find(core, at + 1)
+    return found
+
+
+def _windows_of_hash(rows: Sequence[int], parts: Sequence[bytes], kept: Sequence[bytes],
+                     want: str, longest: int) -> list[tuple[int, int]]:
+    """(first, last) indices into ``rows`` of every window of at most ``longest`` lines
+    whose text hashes to ``want``, the shortest one from each start."""
+    found: list[tuple[int, int]] = []
+    for first in range(len(rows)):
+        running = xxhash.xxh3_64()
+        for last in range(first, min(len(rows), first + longest)):
+            candidate = running.copy()
+            candidate.update(parts[rows[last]])
+            if candidate.hexdigest() == want:
+                found.append((first, last))
+                break
+            running.update(kept[rows[last]])
+    return found
 
 
 def sibling_rows(citation: Citation, old: treesitter.Definition,

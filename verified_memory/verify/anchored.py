@@ -9,19 +9,25 @@ a. the anchor (same qualified name) in the same file: if the cited code is insid
    re-wrapped or not, ``relocated``; if the definition is there but differs, ``changed``
    with a similarity;
 b. when the definition is gone from the file, or most of the cited code left it (a
-   stub left behind), the file's new name (git rename detection between the
-   citation's commit and now), then every file added or changed since that commit:
-   the same lines inside the same definition, else the anchor by name;
+   stub left behind), the files that continue the cited one (``verify/candidates.py``:
+   git's rename, or, the file gone, changed files naming the same module with enough
+   of its lines), where code found is the cited code and a definition of its name
+   edited is ``changed``; then every other file of its kind added or changed since
+   that commit: the same lines inside the same definition, else the anchor by name (a
+   method, type or constant whose name is new in that file is the cited one edited);
 c. nothing: the ladder goes on to step 5 (``changed`` if most of the lines survive at
    one place, else ``missing``).
 
 Only files whose blob changed since the citation's commit are searched in (b): code that
 moved must have landed in a file that changed. So the search costs nothing on a
 repository where little moved, and each candidate is read once per run. A candidate is
-parsed (at most once per run) only when its text can hold what is looked for: the
-anchor's name at all, and first the old definition's text (the only way to rank 0,
-which ends the search); candidates that can only hold the cited code in an edited
-definition, or an edited copy, are parsed only when no candidate gives rank 0.
+parsed (at most once per run) only when its text can hold what is looked for: every
+part of the anchor's name, or half of the old definition's lines; and first the old
+definition's text (the only way to rank 0, which ends the search); candidates that can
+only hold the cited code in an edited definition, or an edited copy, are parsed only
+when no candidate gives rank 0 (an edited copy only while the definition is not still
+in its own file). The history evidence (old files and trees, line alignments, diffs)
+lives in ``verify/origins.py``, names in ``verify/naming.py``.
 
 Lines that read the same are not always the same code: ``if err != nil { return err }``
 occurs everywhere, and when the cited function is deleted a sibling's identical lines
@@ -48,16 +54,15 @@ provenance never has its file parsed.
 
 from __future__ import annotations
 
-import functools
-import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from enum import Enum
+from dataclasses import replace
+
+import xxhash
 
 from verified_memory.anchors import treesitter
 from verified_memory.anchors.hashing import BLANK, hash_line
-from verified_memory.anchors.normalize import normalize_line, squeeze
+from verified_memory.anchors.normalize import squeeze
 from verified_memory.anchors.similarity import similarity, similarity_of_hashes
 from verified_memory.errors import NotFound, SourceUnavailable
 from verified_memory.models import (
@@ -68,15 +73,12 @@ from verified_memory.models import (
     Location,
     Outcome,
 )
+from verified_memory.verify import naming
 from verified_memory.verify.alignment import (
     all_in,
-    line_origins,
-    occurs_once,
     resemblance,
     rewrapped,
-    same_context,
     sibling_rows,
-    unheard_of,
 )
 from verified_memory.verify.files import FileText
 from verified_memory.verify.ladder import (
@@ -85,53 +87,27 @@ from verified_memory.verify.ladder import (
     Verifier,
     best_partial,
     find_runs,
+    widen,
 )
+from verified_memory.verify.origins import Origins, Provenance
 
 __all__ = ["AnchorLocator"]
 
-#: Candidate files searched for a moved citation, at most (nearest paths first).
-MAX_CANDIDATES = 400
 #: A definition under another name is the anchor's, renamed, when at least this share
 #: of the longer one's lines match in order (a renamed function keeps its body; a
 #: sibling that shares a few lines of boilerplate does not reach it).
 SAME_DEFINITION = 0.7
-_WORD = re.compile(r"\w+")
 #: Stands in for a line that is other code (see ``_foreign_rows``) when scoring: it
 #: matches no cited line, by hash or by fuzzy ratio.
 _FOREIGN = "\x00"
 _FOREIGN_HASH = hash_line(_FOREIGN)
-#: Line alignments kept per locator (each is one int per line of the new file).
-_ORIGINS_CACHE = 256
 #: Candidate files read ahead together (most searches end at one of the first few).
 _PREFETCH = 16
-#: Candidate lists kept per locator, one per (commit, revision, cited path): paths only.
-_CANDIDATE_LISTS = 256
 #: Derived anchors kept per locator (``derive_anchors``): a few hundred bytes each.
 _ANCHORS_CACHE = 4096
-#: Old trees and (old commit, revision) diffs kept per locator: a bulk check cites
-#: many commits, and a tree of a big repository is megabytes.
-_TREES_CACHE = 32
 
 
-class Provenance(Enum):
-    """Where lines of the new file come from, according to the line alignment."""
-
-    KEPT = "kept"  # the cited lines themselves, kept in place (perhaps shifted)
-    OTHER = "other"  # other lines of the old file that read the same
-    ADDED = "added"  # not explained by the old file: moved here, or new
-
-
-@dataclass(frozen=True, slots=True)
-class _Base:
-    """What a file looked like at the citation's commit: ``old`` is None when the file
-    did not exist then; ``cited`` is the cited range (0-based rows) when this file is
-    the cited one (or its new name)."""
-
-    old: FileText | None
-    cited: tuple[int, int] | None
-
-
-class AnchorLocator(Locator):
+class AnchorLocator(Locator, Origins):
     """Step 4 of the ladder, and the anchor-aware judge of steps 2, 3 and 5.
 
     ``derive_anchors``: the citations come fingerprinted without their anchor (the bulk
@@ -145,13 +121,8 @@ class AnchorLocator(Locator):
         # not `index or ...`: an empty index is falsy (it has a length)
         self.index = index if index is not None else treesitter.default_index()
         self.derive_anchors = derive_anchors
+        Origins.__init__(self)
         self._anchors: OrderedDict[tuple[str, str, int, int], Anchor | None] = OrderedDict()
-        self._diffs: OrderedDict[tuple[str, str], tuple[list[str], dict[str, str]]] = (
-            OrderedDict())
-        self._old_trees: OrderedDict[str, Mapping[str, str] | None] = OrderedDict()
-        self._origins: OrderedDict[tuple[str, str], tuple[int, ...] | None] = OrderedDict()
-        self._foreign: dict[tuple[str, str, int, int], frozenset[int]] = {}
-        self._candidate_lists: OrderedDict[tuple[str, str, str], list[str]] = OrderedDict()
 
     # ------------------------------------------------------------------ step 2
 
@@ -224,11 +195,17 @@ class AnchorLocator(Locator):
         citation = self._anchored(verifier, citation)
         anchor = citation.fingerprint.anchor
         fresh = [p for p, origin in judged if origin is not Provenance.OTHER]
-        if _whole_definition(citation) and fresh:
-            # the definition, header and all, moved within the file: no parse needed
-            return _nearest(fresh, citation.line_start), ambiguous
         defs = self._defs(path, file) if anchor is not None else ()
         named = treesitter.find(defs, anchor.name) if anchor is not None else []
+        if _whole_definition(citation) and fresh:
+            # the definition, header and all, moved within the file; unless its name now
+            # names a definition elsewhere there (edited in place, while another scope
+            # still holds a copy that reads as it did: ``type identity<T> = T``)
+            holding = [p for p in fresh if any(d.contains(p.line_start, p.line_end)
+                                               for d in named)] if named else fresh
+            if not holding:
+                return None, False
+            return _nearest(holding, citation.line_start), ambiguous
         intact = [p for p in places if any(
             d.text_hash == anchor.text_hash and d.contains(p.line_start, p.line_end)
             for d in named)] if anchor is not None else []
@@ -266,7 +243,6 @@ class AnchorLocator(Locator):
             return here  # found, or edited in place: nothing left to follow
         diff = self._diff(verifier, citation, revision, tree)
         renamed_from = {new: old for old, new in diff[1].items()} if diff else {}
-        renamed = diff[1].get(citation.path) if diff else None
         # (rank, candidate order, check): the best relocation is the first of the best rank
         found: list[tuple[int, int, CitationCheck]] = []
         # (-similarity, candidate order, check): the best edited copy, the first of them
@@ -277,14 +253,14 @@ class AnchorLocator(Locator):
         # only when no candidate holds the code at all
         later: list[tuple[int, str, FileText]] = []
         edits_only: list[tuple[int, str, FileText]] = []
-        candidates = self._candidates(verifier, citation, revision, tree)
-        for order, path in enumerate(candidates):
+        paths, successors = self._candidates(verifier, citation, revision, tree)
+        for order, path in enumerate(paths):
             if order % _PREFETCH == 0:  # the next few read together, not one by one
-                verifier.files.prefetch(tree[p] for p in candidates[order:order + _PREFETCH])
+                verifier.files.prefetch(tree[p] for p in paths[order:order + _PREFETCH])
             moved = verifier.files.get(tree[path])
             if moved is None:
                 continue
-            cited_file = path == renamed
+            cited_file = path in successors  # the cited file, moved: its code is the code
             places = [Location(path, p.line_start, p.line_end)
                       for p in find_runs(moved, citation.fingerprint.line_hashes)]
             if places:
@@ -303,7 +279,8 @@ class AnchorLocator(Locator):
                     found.append((rank, order, check))
                     continue
             citation = self._anchored(verifier, citation)  # the rest is by anchor
-            if not cited_file and not _may_define(moved, citation):
+            if not cited_file and not (_may_define(moved, citation)
+                                       and self._worth_parsing(verifier, citation, moved)):
                 continue  # parsing is dear: not for a file that cannot hold the name
             best = 0 if cited_file else self._best_possible(verifier, citation, moved)
             if best != 0:
@@ -313,19 +290,67 @@ class AnchorLocator(Locator):
                                         renamed_from)
             if rank_check is not None and rank_check[0] == 0:
                 return rank_check[1]
+            if cited_file and here is None and rank_check is not None \
+                    and rank_check[0] is None:
+                # the definition, edited, in the file that continues the cited one
+                here = rank_check[1]
+                if (here.similarity or 0.0) >= CHANGED_THRESHOLD:
+                    return here  # edited in place, as above
+                continue
             _note(rank_check, order, found, edited)
         for order, path, moved in later:
             _note(self._named_in(verifier, citation, path, moved, False, renamed_from),
                   order, found, edited)
-        if not found:  # an edited copy can only matter when nothing holds the code
+        if not found and here is None:
+            # an edited copy can only matter when nothing holds the code, and the
+            # definition is not still in its file (or the file that continues it)
             for order, path, moved in edits_only:
                 _note(self._named_in(verifier, citation, path, moved, False, renamed_from),
                       order, found, edited)
         if found:
-            return min(found, key=_first_two)[2]
+            rank, _, check = min(found, key=_first_two)
+            if rank > 0 and here is None and file is not None:
+                # a copy under another name, or in another scope: not the code when the
+                # cited file still has its definition, renamed where it was
+                renamed = self._renamed_in_place(verifier, citation, file)
+                if renamed is not None:
+                    return renamed
+            return check
         # the definition still in its file, however little of it is left, is the code;
         # an edited copy elsewhere only when it is gone from there
         return here or (min(edited, key=_first_two)[2] if edited else None)
+
+    def _renamed_in_place(self, verifier: Verifier, citation: Citation,
+                          file: FileText) -> CitationCheck | None:
+        """The anchor's definition renamed in the cited file: a definition of the same
+        kind under a name new in the file (a twin that was there all along is another
+        definition) with mostly the old one's lines, or its body (a two-line method
+        renamed keeps half its lines), the nearest to the old place; ``changed`` there."""
+        anchor = citation.fingerprint.anchor
+        old = self._old_definition(verifier, citation)
+        old_file = self._old_file(verifier, citation.blob_sha)
+        if anchor is None or old is None or old_file is None:
+            return None
+        before = {d.name for d in self._defs(citation.path, old_file)}
+        lines = set(old.line_hashes) - {BLANK}
+        alike = [d for d in self._defs(citation.path, file)
+                 if d.name not in before and d.kind == old.kind  # a new name: not a twin
+                 and 2 * len(lines & set(d.line_hashes)) >= len(lines)
+                 and max(resemblance(old.line_hashes, d.line_hashes),  # or its body:
+                         resemblance(old.line_hashes[1:], d.line_hashes[1:]))  # tiny ones
+                 >= SAME_DEFINITION]
+        if not alike:
+            return None
+        best = min(alike, key=lambda d: (abs(d.start_line - old.start_line), d.start_line))
+        foreign = self._foreign_rows(self._origin_base(verifier, citation), file)
+        place = _changed_place(citation, anchor, best, file, citation.path, foreign)
+        score = self._similarity(verifier, citation, file, place, foreign)
+        if score <= 0.0:
+            return None
+        return CitationCheck(citation, Outcome.CHANGED, place, file.blob_sha, round(score, 3),
+                             step=4, detail=f"{anchor.name} renamed to {best.name} "
+                                            f"({score:.0%} of the cited code survives at "
+                                            f"{place})")
 
     def _named_in(self, verifier: Verifier, citation: Citation, path: str, file: FileText,
                   cited_file: bool, renamed_from: Mapping[str, str]
@@ -345,6 +370,25 @@ class AnchorLocator(Locator):
                 rank += 1  # found in an edited definition: keep looking
             return rank, named
         return None
+
+    def _worth_parsing(self, verifier: Verifier, citation: Citation,
+                       file: FileText) -> bool:
+        """Whether a file other than the cited one (that does not hold the cited lines
+        intact) can answer by anchor, judged on its text: it names every part of the
+        anchor's qualified name (a definition of that name may be there), or holds half
+        of the old definition's lines (the definition renamed, or moved to another
+        class, with most of its lines). Otherwise every file that merely mentions a
+        common last word (``type``, ``get``) would be parsed for each citation of code
+        that is gone."""
+        anchor = citation.fingerprint.anchor
+        if anchor is None:
+            return False
+        if all(file.mentions(word) for word in naming.words(anchor.name)):
+            return True
+        old = self._old_definition(verifier, citation)
+        wanted = {h for h in (old.line_hashes if old is not None
+                              else citation.fingerprint.line_hashes) if h != BLANK}
+        return 2 * sum(1 for h in wanted if file.positions(h)) >= len(wanted) > 0
 
     def _best_possible(self, verifier: Verifier, citation: Citation,
                        file: FileText) -> int | None:
@@ -421,6 +465,12 @@ class AnchorLocator(Locator):
         ranked = [(rank, p) for p in fresh
                   if (rank := self._identified(verifier, citation, file, defs, p,
                                                renamed_ok=gone)) is not None]
+        # under another name: not when that definition was in this file already (it
+        # moved within it, so the line alignment could not tell it was there all along)
+        ranked = [(rank, p) for rank, p in ranked if rank == 0
+                  or (d := treesitter.innermost(defs, p.line_start, p.line_end)) is None
+                  or self._new_name(verifier, citation, path, d.name, renamed_from,
+                                    unknown=True)]
         if not ranked:
             return None, False, 0
         best = min(rank for rank, _ in ranked)
@@ -440,25 +490,42 @@ class AnchorLocator(Locator):
             return None
         defs = self._defs(path, file)
         named = treesitter.find(defs, anchor.name)
+        if not named:  # made private or public on the way: ``Cache`` -> ``_Cache``
+            public = naming.public(anchor.name)
+            tail = public.rsplit(".", 1)[-1]
+            named = [d for d in defs if d.name.endswith(tail) and naming.public(d.name) == public]
         if not named and simple_ok and not cited_file:
-            simple = _simple(anchor.name)
-            named = [d for d in defs if _simple(d.name) == simple]
+            simple = naming.simple(anchor.name)
+            named = [d for d in defs if naming.simple(d.name) == simple]
         if not named:
             return None
         same = [d for d in named if d.text_hash == anchor.text_hash]
         pool = same or named
         old_start = citation.line_start - anchor.offset
         best = min(pool, key=lambda d: (abs(d.start_line - old_start), d.start_line))
-        if not cited_file and not same and not self._resembles_old(verifier, citation, best):
+        # a method, type or constant new in this file since the citation's commit is the
+        # cited one moved (a plain function name, ``main``, ``New``, ``__getattr__``,
+        # names a role as often as one thing: only when it resembles the old one)
+        fresh = not cited_file and not same and best.name == anchor.name \
+            and (naming.qualified(anchor.name) or not naming.is_function(anchor)) \
+            and self._new_name(verifier, citation, path, anchor.name, renamed_from or {})
+        if not cited_file and not same and not fresh \
+                and not self._resembles_old(verifier, citation, best):
             return None  # a namesake elsewhere, not this definition moved and edited
+        if not cited_file and best.name != anchor.name \
+                and not self._new_name(verifier, citation, path, best.name, renamed_from or {},
+                                       unknown=True):
+            return None  # another name that was in this file already: other code
         ambiguous = len(pool) > 1
         old = self._old_definition(verifier, citation) if best.text_hash != anchor.text_hash \
             else None
         siblings = sibling_rows(citation, old, best) if old is not None else frozenset()
         window = rewrapped(citation, file, best.start_line, best.end_line,
-                            self._cited_chars(verifier, citation))
+                           self._cited_text(verifier, citation))
         if window is not None:
-            place = Location(path, *window)
+            # with the blank lines the citation had at its edges, where they still are
+            edges = widen(file, window[0] - 1, window[1] - 1, citation.fingerprint.line_hashes)
+            place = Location(path, edges.line_start, edges.line_end)
             base = (self._origin_base(verifier, citation) if cited_file
                     else self._candidate_base(verifier, citation, path, renamed_from or {}))
             if base is not None and self._provenance(base, file, place) is Provenance.OTHER \
@@ -477,7 +544,7 @@ class AnchorLocator(Locator):
         foreign = self._foreign_rows(base, file) | siblings
         place = _changed_place(citation, anchor, best, file, path, foreign)
         score = self._similarity(verifier, citation, file, place, foreign)
-        if not cited_file and score < CHANGED_THRESHOLD:
+        if not cited_file and not fresh and score < CHANGED_THRESHOLD:
             return None  # another definition that shares a name, not this one edited
         return CitationCheck(citation, Outcome.CHANGED, place, file.blob_sha, round(score, 3),
                              ambiguous, step=4,
@@ -505,11 +572,11 @@ class AnchorLocator(Locator):
         if anchor is None or not defs:
             return _nearest(places, citation.line_start)
 
-        simple = _simple(anchor.name)
+        simple = naming.simple(anchor.name)
 
         def expected(place: Location) -> int:
             around = [d for d in defs if d.contains(place.line_start, place.line_end)
-                      and _simple(d.name) == simple]
+                      and naming.simple(d.name) == simple]
             if not around:
                 return citation.line_start
             innermost = min(around, key=lambda d: d.end_line - d.start_line)
@@ -553,7 +620,7 @@ class AnchorLocator(Locator):
             return 1 if resemblance(old.line_hashes, region) >= SAME_DEFINITION else None
         if old is not None and all_in(sibling_rows(citation, old, around), file, place):
             return None  # the definition's other copy of these lines, not the cited one
-        if same_name or _simple(around.name) == _simple(anchor.name):
+        if same_name or naming.simple(around.name) == naming.simple(anchor.name):
             # a namesake (``main``, ``__getattr__``, ``String``) in another module is
             # not the definition moved there unless it is mostly the same lines
             if not self._resembles_old(verifier, citation, around):
@@ -563,6 +630,20 @@ class AnchorLocator(Locator):
                 old.line_hashes, around.line_hashes) >= SAME_DEFINITION:
             return 3
         return None
+
+    def _new_name(self, verifier: Verifier, citation: Citation, path: str, name: str,
+                  renamed_from: Mapping[str, str], *, unknown: bool = False) -> bool:
+        """Whether ``name`` is new in ``path`` since the citation's commit (the file did
+        not exist then, or did not define it, under its old name if git saw it renamed;
+        ``unknown`` when that cannot be told). A definition of the anchor's name new there is
+        the cited one, moved, however much it changed (it still exists: ``changed``); a
+        namesake that was there all along is other code."""
+        base = self._candidate_base(verifier, citation, path, renamed_from)
+        if base is None:
+            return unknown
+        if base.old is None:
+            return True
+        return not treesitter.find(self._defs(renamed_from.get(path, path), base.old), name)
 
     def _resembles_old(self, verifier: Verifier, citation: Citation,
                        definition: treesitter.Definition) -> bool:
@@ -586,128 +667,17 @@ class AnchorLocator(Locator):
         start = citation.line_start - anchor.offset
         return min(named, key=lambda d: abs(d.start_line - start))
 
-    def _origin_base(self, verifier: Verifier | None, citation: Citation) -> _Base | None:
-        """The cited file as it was (for the cited file and its new name)."""
-        if verifier is None:
-            return None
-        old = self._old_file(verifier, citation.blob_sha)
-        if old is None:
-            return None
-        return _Base(old, (citation.line_start - 1, citation.line_end - 1))
-
-    def _candidate_base(self, verifier: Verifier, citation: Citation, path: str,
-                        renamed_from: Mapping[str, str]) -> _Base | None:
-        """Another file as it was at the citation's commit, under its old name if git
-        saw it renamed (a renamed file is not new code). None: cannot tell."""
-        if not citation.sha:
-            return None
-        old_tree = self._old_tree(verifier, citation.sha)
-        if old_tree is None:
-            return None
-        blob = old_tree.get(renamed_from.get(path, path))
-        if blob is None:
-            return _Base(None, None)  # the file is new: everything in it was added
-        old = self._old_file(verifier, blob)
-        return _Base(old, None) if old is not None else None
-
-    def _provenance(self, base: _Base, file: FileText, place: Location,
-                    *, fast: bool = True) -> Provenance | None:
-        """Where the lines at ``place`` come from (None: the files are too big to
-        align). Kept: most of them are the cited lines; other: all of them are other
-        lines of the old file; added: otherwise (moved or new code).
-
-        The cited lines still between the lines that surrounded them are kept without
-        aligning the whole files (the common case: lines inserted or removed further
-        up, which is also the cheap one)."""
-        if base.old is None:
-            return Provenance.ADDED
-        if fast and base.cited is not None and same_context(base.old, base.cited, file,
-                                                              place) \
-                and occurs_once(base.old, base.cited):
-            return Provenance.KEPT
-        if base.cited is None and unheard_of(base.old, file, place):
-            return Provenance.ADDED  # what the alignment would say, without aligning
-        origins = self._origins_of(base.old, file)
-        if origins is None:
-            return None
-        rows = [origins[i] for i in range(place.line_start - 1, min(place.line_end,
-                                                                   len(origins)))
-                if file.hashes[i] != BLANK]
-        if not rows:
-            return Provenance.ADDED
-        if base.cited is not None:
-            lo, hi = base.cited
-            inside = sum(1 for r in rows if lo <= r <= hi)
-            if 2 * inside >= len(rows):
-                return Provenance.KEPT
-            if inside:
-                return Provenance.ADDED
-        if all(r >= 0 for r in rows):
-            return Provenance.OTHER
-        return Provenance.ADDED
-
-    def _foreign_rows(self, base: _Base | None, file: FileText) -> frozenset[int]:
-        """Rows of ``file`` (0-based) that the alignment keeps from old lines other than
-        the cited ones: whatever they read, they are not what is left of the cited code."""
-        if base is None or base.old is None:
-            return frozenset()
-        lo, hi = base.cited if base.cited is not None else (-1, -1)
-        key = (base.old.blob_sha, file.blob_sha, lo, hi)
-        found = self._foreign.get(key)
-        if found is None:
-            origins = self._origins_of(base.old, file)
-            found = frozenset() if origins is None else frozenset(
-                i for i, row in enumerate(origins) if row >= 0 and not lo <= row <= hi)
-            if len(self._foreign) >= _ORIGINS_CACHE:
-                self._foreign.pop(next(iter(self._foreign)))
-            self._foreign[key] = found
-        return found
-
-    def _origins_of(self, old: FileText, new: FileText) -> tuple[int, ...] | None:
-        key = (old.blob_sha, new.blob_sha)
-        if key in self._origins:
-            self._origins.move_to_end(key)
-            return self._origins[key]
-        found = line_origins(old, new)
-        self._origins[key] = found
-        while len(self._origins) > _ORIGINS_CACHE:
-            self._origins.popitem(last=False)
-        return found
-
-    def _old_file(self, verifier: Verifier, blob_sha: str | None) -> FileText | None:
-        """A file at the citation's commit; None when it cannot exist any more (a
-        rewritten history). A source that cannot be read raises: no verdict then."""
-        if not blob_sha:
-            return None
-        try:
-            return verifier.files.get(blob_sha)
-        except NotFound:
-            return None
-
-    def _old_tree(self, verifier: Verifier, sha: str) -> Mapping[str, str] | None:
-        if sha in self._old_trees:
-            self._old_trees.move_to_end(sha)
-            return self._old_trees[sha]
-        try:
-            found: Mapping[str, str] | None = verifier.source.tree(sha)
-        except NotFound:
-            found = None
-        self._old_trees[sha] = found
-        while len(self._old_trees) > _TREES_CACHE:
-            self._old_trees.popitem(last=False)
-        return found
-
-    def _cited_chars(self, verifier: Verifier, citation: Citation) -> int | None:
-        """The length of the cited lines without whitespace, from the citation's own
-        blob (None when it cannot be read)."""
+    def _cited_text(self, verifier: Verifier, citation: Citation) -> bytes | None:
+        """The cited lines as ``text_hash`` hashed them, from the citation's own blob
+        (None when it cannot be read, or no longer hashes to the snippet hash)."""
         try:
             old = self._old_file(verifier, citation.blob_sha)
         except (SourceUnavailable, NotFound):
             return None
         if old is None or citation.line_end > len(old.lines):
             return None
-        return sum(len(normalize_line(line))
-                   for line in old.lines[citation.line_start - 1:citation.line_end])
+        text = old.hasher().text(citation.line_start - 1, citation.line_end - 1)
+        return text if xxhash.xxh3_64_hexdigest(text) == citation.snippet_hash else None
 
     def _similarity(self, verifier: Verifier, citation: Citation, file: FileText,
                     place: Location, foreign: frozenset[int] = frozenset()) -> float:
@@ -734,56 +704,6 @@ class AnchorLocator(Locator):
 
     def _defs(self, path: str, file: FileText) -> tuple[treesitter.Definition, ...]:
         return self.index.definitions(path, file.text, key=file.blob_sha, hashes=file.hashes)
-
-    def _diff(self, verifier: Verifier, citation: Citation, revision: str,
-              tree: Mapping[str, str]) -> tuple[list[str], dict[str, str]] | None:
-        """Files added or changed since the citation's commit, and renames."""
-        old_sha = citation.sha
-        if not old_sha or old_sha == revision:
-            return None
-        key = (old_sha, revision)
-        if key in self._diffs:
-            self._diffs.move_to_end(key)
-            return self._diffs[key]
-        old_tree = self._old_tree(verifier, old_sha)
-        try:
-            renames = verifier.source.renames(old_sha, revision) if old_tree else []
-        except NotFound:  # the old commit is gone (rewritten history): nothing to follow
-            renames = []
-        before = old_tree or {}
-        found = ([p for p, blob in tree.items() if before.get(p) != blob],
-                 {r.old: r.new for r in renames if r.new})
-        self._diffs[key] = found
-        while len(self._diffs) > _TREES_CACHE:
-            self._diffs.popitem(last=False)
-        return found
-
-    def _candidates(self, verifier: Verifier, citation: Citation, revision: str,
-                    tree: Mapping[str, str]) -> list[str]:
-        """Files the code may have moved to: the file's new name first, then files added
-        or changed since the citation's commit, nearest paths first (the same list for
-        every citation of a file: kept per locator)."""
-        diff = self._diff(verifier, citation, revision, tree)
-        if diff is None or not citation.sha:
-            return []
-        key = (citation.sha, revision, citation.path)
-        if key in self._candidate_lists:
-            self._candidate_lists.move_to_end(key)
-            return self._candidate_lists[key]
-        changed, renamed = diff
-        first = renamed.get(citation.path)
-        language = treesitter.language_for(citation.path)
-        stem = citation.path.rsplit("/", 1)[0] if "/" in citation.path else ""
-        ordered = sorted(
-            (p for p in changed if p != citation.path and p != first),
-            key=lambda p: (treesitter.language_for(p) != language,
-                           not p.startswith(stem), p))
-        out = (([first] if first and first in tree else []) + ordered)[:MAX_CANDIDATES]
-        self._candidate_lists[key] = out
-        while len(self._candidate_lists) > _CANDIDATE_LISTS:
-            self._candidate_lists.popitem(last=False)
-        return out
-
 
 def _changed_place(citation: Citation, anchor: Anchor, definition: treesitter.Definition,
                    file: FileText, path: str, foreign: frozenset[int]) -> Location:
@@ -821,16 +741,8 @@ def _may_define(file: FileText, citation: Citation) -> bool:
     anchor = citation.fingerprint.anchor
     if anchor is None:
         return False
-    word = _last_word(anchor.name)
+    word = naming.last_word(anchor.name)
     return not word or file.mentions(word)
-
-
-@functools.lru_cache(maxsize=4096)
-def _last_word(name: str) -> str:
-    """The last word of a qualified name's simple name ("" if it has none); asked for
-    every candidate file of every citation, of a handful of names."""
-    words = _WORD.findall(_simple(name))
-    return words[-1] if words else ""
 
 
 def _note(rank_check: tuple[int | None, CitationCheck] | None, order: int,
@@ -849,12 +761,6 @@ def _note(rank_check: tuple[int | None, CitationCheck] | None, order: int,
 def _first_two(entry: tuple[float, int, CitationCheck]) -> tuple[float, int]:
     """Rank (or minus the similarity), then candidate order: the best, then the first."""
     return entry[0], entry[1]
-
-
-def _simple(name: str) -> str:
-    """The last part of a qualified name: ``Session.request`` -> ``request``,
-    ``impl Trait for Type::fn`` -> ``fn``."""
-    return name.rsplit("::", 1)[-1].rsplit(".", 1)[-1]
 
 
 def _distinctive(citation: Citation) -> bool:

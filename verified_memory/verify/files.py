@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from verified_memory.anchors.hashing import BLANK, line_hashes
+from verified_memory.anchors.hashing import BLANK, TextHasher, line_hashes
 from verified_memory.anchors.normalize import decode_text, split_lines, squeeze
 from verified_memory.errors import NotFound, SourceUnavailable
 from verified_memory.sources.base import BatchReader, CodeSource
@@ -42,6 +42,7 @@ class FileText:
     _repeated: dict[int, list[int]] = field(default_factory=dict, repr=False)
     _squeezed: str | None = field(default=None, repr=False)
     _mentions: dict[str, bool] = field(default_factory=dict, repr=False)
+    _hasher: TextHasher | None = field(default=None, repr=False)
 
     @classmethod
     def from_bytes(cls, blob_sha: str, data: bytes) -> FileText | None:
@@ -82,6 +83,12 @@ class FileText:
         if found is None:
             found = self._mentions[word] = word in self.text
         return found
+
+    def hasher(self) -> TextHasher:
+        """The file's lines as ``text_hash`` sees them (built once, on first use)."""
+        if self._hasher is None:
+            self._hasher = TextHasher(self.lines)
+        return self._hasher
 
     def squeezed(self) -> str:
         """``normalize.squeeze`` of the text (built once, on first use)."""

@@ -39,6 +39,7 @@ from verified_memory.verify.files import FileCache, FileText
 
 __all__ = [
     "CHANGED_THRESHOLD", "Locator", "Verifier", "best_partial", "find_runs", "locate_in_file",
+    "widen",
 ]
 
 #: Share of a citation's non-blank lines that must survive together, at one place,
@@ -72,11 +73,14 @@ def find_runs(file: FileText, hashes: Sequence[int]) -> list[Location]:
                 break
             last = i
         if ok:
-            found.append(_widen(file, first, last, hashes))
+            found.append(widen(file, first, last, hashes))
     return found
 
 
-def _widen(file: FileText, first: int, last: int, hashes: Sequence[int]) -> Location:
+def widen(file: FileText, first: int, last: int, hashes: Sequence[int]) -> Location:
+    """The range of rows ``first..last`` (0-based) of ``file``, widened by the blank lines
+    the citation (``hashes``) had at its edges where the file has blank lines there too
+    (a citation of a function and the blank line after it keeps that line)."""
     lead = next((i for i, h in enumerate(hashes) if h != BLANK), 0)
     trail = next((i for i, h in enumerate(reversed(hashes)) if h != BLANK), 0)
     while lead and first > 0 and file.hashes[first - 1] == BLANK:

@@ -1,0 +1,681 @@
+"""Relocation on the shapes real histories take (issue 13).
+
+Each test builds a repository the way a real project's history looks (a ``src/``
+layout adopted while the files were edited, modules made private, a package renamed, a
+module split into a package, blank lines at a citation's edges, one-line constants and
+fields, code examples in documentation), cites code at the first commit as a memory
+would, and checks at HEAD; the bulk check (anchors derived) must answer the same
+(``History.check``). Nothing here reads a fetched mirror: the real-history benchmark
+(``benchmarks/real_history``) is where these shapes were found.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.gitrepo import GitRepo
+from tests.test_relocation import (
+    History,
+    changed,
+    check_one,
+    missing,
+    moved,
+    span,
+    src,
+    within,
+)
+from verified_memory.anchors.fingerprint import fingerprint_lines
+from verified_memory.anchors.normalize import split_lines
+from verified_memory.models import Anchor, Citation, Location
+from verified_memory.verify.alignment import rewrapped
+from verified_memory.verify.candidates import ChangedFiles
+from verified_memory.verify.files import FileText
+
+
+@pytest.fixture(name="history")
+def _history(tmp_path: Path) -> History:
+    return History(GitRepo(tmp_path / "repo"))
+
+
+# ------------------------------------------------------------------ re-wrapped windows
+
+
+def _file(text: str) -> FileText:
+    file = FileText.from_bytes("0" * 40, text.encode())
+    assert file is not None
+    return file
+
+
+def _citation(lines: list[str], start: int, end: int, offset: int) -> Citation:
+    anchor = Anchor("class_definition", "Big", "0" * 16, offset, "python")
+    return Citation("big.py", start, end, None, None,
+                    fingerprint_lines(lines, start, end, anchor=anchor))
+
+
+def test_a_rewrapped_window_in_a_long_definition_is_found_by_its_text() -> None:
+    """A call cited in a 4,000-line class, exploded one argument per line by a
+    formatter (with the trailing comma it adds): found by searching the cited text in
+    the class's text, and, when the old text cannot be read, by hashing growing windows;
+    both find the same lines, the copy nearest the cited offset of two."""
+    methods = [f"    def m{i}(self):\n        return self.value + {i}\n" for i in range(2000)]
+    call = "        return configure(alpha, beta, gamma, delta)\n"
+    exploded = ("        return configure(\n            alpha,\n            beta,\n"
+                "            gamma,\n            delta,\n        )\n")
+    old_text = "class Big:\n" + "".join(methods[:1500]) + "    def target(self):\n" + call \
+        + "".join(methods[1500:])
+    new_text = "class Big:\n" + "".join(methods[:10]) + "    def early(self):\n" + exploded \
+        + "".join(methods[10:1600]) + "    def target(self):\n" + exploded \
+        + "".join(methods[1600:])
+    old_lines = split_lines(old_text)
+    cited_line = old_lines.index(call.rstrip("\n")) + 1
+    citation = _citation(old_lines, cited_line, cited_line, cited_line - 1)
+    new = _file(new_text)
+    new_lines = split_lines(new_text)
+    copies = [i + 1 for i, line in enumerate(new_lines) if line == "        return configure("]
+    assert len(copies) == 2
+    expected = (copies[1], copies[1] + 5)  # the second copy: 3,200 lines nearer the offset
+    old = _file(old_text)
+    text = old.hasher().text(cited_line - 1, cited_line - 1)
+    assert rewrapped(citation, new, 1, len(new_lines), text) == expected
+    assert rewrapped(citation, new, 1, len(new_lines)) == expected
+    assert rewrapped(citation, new, 1, copies[1] - 1, text) == (copies[0], copies[0] + 5)
+
+
+def test_a_rewrapped_window_must_end_where_the_cited_text_ends() -> None:
+    """The cited text may occur inside a longer line (``f(a, b)`` in ``g(f(a, b))``) or
+    run into the next line: only a window of whole lines with exactly that text counts."""
+    old_lines = ["def f():", "    return total(a, b)", ""]
+    citation = _citation(old_lines, 2, 2, 1)
+    text = _file("\n".join(old_lines)).hasher().text(1, 1)
+    inside = _file("def f():\n    return total(a, b) + 1\n    x = 2\n")
+    assert rewrapped(citation, inside, 1, 3, text) is None
+    assert rewrapped(citation, inside, 1, 3) is None
+    split = _file("def f():\n    y = 1\n    return total(\n        a, b)\n")
+    assert rewrapped(citation, split, 1, 4, text) == (3, 4)
+    assert rewrapped(citation, split, 1, 4) == (3, 4)
+
+
+# ------------------------------------------------------------------ unpaired file moves
+
+
+def _unpaired(history: History, old: str, new: str) -> None:
+    """The premise of a test: git did not see ``old`` -> ``new`` as a rename (the file
+    was edited too much on the way), so only the verifier can tell."""
+    status = history.repo.run("diff", "--name-status", "-M", history.first, "HEAD")
+    assert f"D\t{old}" in status.splitlines(), status
+    assert f"A\t{new}" in status.splitlines(), status
+
+
+def _module(functions: int, prefix: str) -> str:
+    """A module of ``functions`` small functions, each unlike the others."""
+    return "".join(src(f'''
+        def {prefix}_{i}(value):
+            """Step {i} of the {prefix} pipeline."""
+            scaled = value * {i + 2}
+            return scaled - {i}
+
+
+    ''') for i in range(functions))
+
+
+REGISTER = '''\
+    def register(self, name, handler):
+        if name in self.handlers:
+            raise KeyError(f"{name} is already registered")
+        self.handlers[name] = handler
+        return handler
+'''
+CORE = src('''
+    import re
+
+    _SLUG = re.compile(r"[^a-z0-9]+")
+
+
+    def slugify(title, limit=40):
+        """A URL slug for a title."""
+        words = _SLUG.sub("-", title.lower()).strip("-")
+        if len(words) > limit:
+            words = words[:limit].rsplit("-", 1)[0]
+        return words or "untitled"
+
+
+    class Registry:
+        """Named handlers."""
+
+        def __init__(self):
+            self.handlers = {}
+
+''') + REGISTER + "\n\n"
+REGISTER_NOW = '''\
+    def register(self, name, handler, *, replace=False):
+        if name in self.handlers and not replace:
+            raise ValueError(f"{name!r} is taken")
+        self.handlers[name] = handler
+        return handler
+'''
+SLUG_WINDOW = '''\
+    if len(words) > limit:
+        words = words[:limit].rsplit("-", 1)[0]
+'''
+
+
+def test_src_layout_adopted_while_the_files_were_edited(history: History) -> None:
+    """``pkg/core.py`` becomes ``src/pkg/core.py`` in the same stretch of history as a
+    rewrite of most of it, so git pairs nothing. The window and the definition that
+    survived are followed into the new file, exactly; the method that was rewritten
+    there (three of its five lines) is ``changed`` there, not ``missing``: the new file
+    continues the old one, so its definition of that name is the cited one."""
+    old = CORE + _module(6, "legacy")
+    history.start({"pkg/core.py": old, "pkg/__init__.py": "from .core import slugify\n"})
+    window = history.cite("pkg/core.py", *span(old, SLUG_WINDOW))
+    slugify = history.cite("pkg/core.py", *span(old, CORE[CORE.index("def slugify"):
+                                                         CORE.index("class Registry")]
+                                                   .rstrip("\n") + "\n"))
+    register = history.cite("pkg/core.py", *within(old, CORE, REGISTER))
+    new = "from __future__ import annotations\n\n" + CORE.replace(
+        REGISTER, REGISTER_NOW) + _module(9, "modern")
+    history.repo.remove("pkg")
+    history.repo.write("src/pkg/core.py", new)
+    history.repo.write("src/pkg/__init__.py", "from .core import Registry, slugify\n")
+    history.repo.commit("src layout; the legacy pipeline replaced")
+    _unpaired(history, "pkg/core.py", "src/pkg/core.py")
+    moved(check_one(history, window), "src/pkg/core.py", span(new, SLUG_WINDOW))
+    body = CORE[CORE.index("def slugify"):CORE.index("class Registry")].rstrip("\n") + "\n"
+    moved(check_one(history, slugify), "src/pkg/core.py", span(new, body))
+    changed(check_one(history, register), "src/pkg/core.py", span(new, REGISTER_NOW))
+
+
+MODELS = src('''
+    import typing
+
+
+    class QueryParams:
+        """Query string parameters."""
+
+        def __init__(self, items):
+            self._items = list(items)
+
+        def get(self, key, default=None):
+            for name, value in self._items:
+                if name == key:
+                    return value
+            return default
+
+        def keys(self):
+            return [name for name, _ in self._items]
+
+
+    class Response:
+        """An HTTP response."""
+
+        def __init__(self, status_code, content=b""):
+            self.status_code = status_code
+            self.content = content
+
+        def raise_for_status(self):
+            if 400 <= self.status_code < 600:
+                message = f"{self.status_code} error for {self!r}"
+                raise RuntimeError(message)
+            return self
+''')
+RAISE_WINDOW = '''\
+            message = f"{self.status_code} error for {self!r}"
+            raise RuntimeError(message)
+'''
+GET_WINDOW = '''\
+        for name, value in self._items:
+            if name == key:
+                return value
+'''
+
+
+def test_modules_made_private_and_split(history: History) -> None:
+    """``models.py`` becomes ``_models.py`` (much edited) and its ``QueryParams`` moves to
+    a new ``_urls.py``, rewritten: code that survived is followed into either file, the
+    class itself is ``changed`` in ``_urls.py`` (its name is new there), not ``missing``."""
+    history.start({"client/models.py": MODELS, "client/__init__.py": "from .models import *\n"})
+    raising = history.cite("client/models.py", *span(MODELS, RAISE_WINDOW))
+    getter = history.cite("client/models.py", *span(MODELS, GET_WINDOW))
+    params_class = MODELS[MODELS.index("class QueryParams"):MODELS.index("class Response")]
+    params = history.cite("client/models.py", *span(MODELS, params_class.rstrip("\n") + "\n"))
+    response = MODELS[MODELS.index("class Response"):]
+    models = src('''
+        from __future__ import annotations
+
+        import json
+        import typing
+
+        from ._urls import QueryParams
+
+
+        class Headers(dict):
+            """Case-insensitive headers."""
+
+            def __getitem__(self, key):
+                return super().__getitem__(key.lower())
+
+            def __setitem__(self, key, value):
+                super().__setitem__(key.lower(), value)
+
+            def __contains__(self, key):
+                return super().__contains__(key.lower())
+
+
+    ''') + response + src('''
+
+            def json(self):
+                return json.loads(self.content)
+    ''')
+    urls = src('''
+        class QueryParams:
+            """Immutable query string parameters."""
+
+            def __init__(self, items=()):
+                self._items = tuple(items)
+
+            def get(self, key, default=None):
+                for name, value in self._items:
+                    if name == key:
+                        return value
+                return default
+    ''')
+    history.repo.remove("client/models.py")
+    history.repo.write("client/_models.py", models)
+    history.repo.write("client/_urls.py", urls)
+    history.repo.write("client/__init__.py", "from ._models import *\n")
+    history.repo.commit("private modules; QueryParams in its own module")
+    _unpaired(history, "client/models.py", "client/_models.py")
+    moved(check_one(history, raising), "client/_models.py", span(models, RAISE_WINDOW))
+    moved(check_one(history, getter), "client/_urls.py", span(urls, GET_WINDOW))
+    changed(check_one(history, params), "client/_urls.py", span(urls, urls))
+
+
+TYPES_TS = src('''
+    export type Primitive = string | number | boolean;
+
+    export class ZodString {
+      readonly kind = "string";
+
+      parse(input: unknown): string {
+        if (typeof input !== "string") {
+          throw new TypeError(`expected a string, got ${typeof input}`);
+        }
+        return input;
+      }
+    }
+
+    export function string(): ZodString {
+      return new ZodString();
+    }
+''')
+PARSE_TS = '''\
+    if (typeof input !== "string") {
+      throw new TypeError(`expected a string, got ${typeof input}`);
+    }
+'''
+
+
+def test_package_moved_while_a_twin_copy_was_deleted(history: History) -> None:
+    """A project kept two copies of its sources (``src/`` and a generated ``deno/lib/``)
+    and moved them into ``packages/zod/src/v3/``. Git pairs the new file with one copy;
+    code cited in the other copy was not "there all along" in another file: the new
+    file continues the cited one too (same file name, its lines), so the code moved."""
+    history.start({"src/types.ts": TYPES_TS, "deno/lib/types.ts": TYPES_TS,
+                   "src/index.ts": 'export * from "./types";\n'})
+    new = "// v3, kept for compatibility\n" + TYPES_TS
+    history.repo.remove("src")
+    history.repo.remove("deno")
+    history.repo.write("packages/zod/src/v3/types.ts", new)
+    history.repo.write("packages/zod/src/v3/index.ts", 'export * from "./types";\n')
+    history.repo.commit("monorepo")
+    status = history.repo.run("diff", "--name-status", "-M", history.first, "HEAD")
+    paired = [line.split("\t")[1] for line in status.splitlines() if line.startswith("R")
+              and line.endswith("packages/zod/src/v3/types.ts")]
+    assert len(paired) == 1, status
+    unpaired = "deno/lib/types.ts" if paired[0] == "src/types.ts" else "src/types.ts"
+    cited = history.cite(unpaired, *span(TYPES_TS, PARSE_TS))
+    moved(check_one(history, cited), "packages/zod/src/v3/types.ts", span(new, PARSE_TS))
+
+
+UTIL = src('''
+    import html
+    import urllib.parse
+
+
+    def quote_path(path):
+        """Percent-encode a URL path."""
+        return urllib.parse.quote(path, safe="/")
+
+
+    def join_url(base, path):
+        if not base.endswith("/"):
+            base += "/"
+        return base + quote_path(path.lstrip("/"))
+
+
+    def escape_text(text):
+        """Escape text for HTML."""
+        escaped = html.escape(text, quote=False)
+        return escaped.replace("\\n", "<br>")
+
+
+    def escape_attribute(value):
+        escaped = html.escape(value, quote=True)
+        return f'"{escaped}"'
+''')
+JOIN_WINDOW = '''\
+    if not base.endswith("/"):
+        base += "/"
+'''
+
+
+def test_module_becomes_a_package(history: History) -> None:
+    """``util.py`` becomes the package ``util/`` (``url.py`` and ``html.py``, each with
+    half of it, so git pairs neither): each part continues the module; code is followed
+    into the part that has it, and an edited function is ``changed`` there."""
+    history.start({"app/util.py": UTIL, "app/main.py": "from .util import join_url\n"})
+    join = history.cite("app/util.py", *span(UTIL, JOIN_WINDOW))
+    escape = UTIL[UTIL.index("def escape_text"):UTIL.index("def escape_attribute")]
+    escape = escape.rstrip("\n") + "\n"
+    escaping = history.cite("app/util.py", *span(UTIL, escape))
+    url = "import urllib.parse\n\n\n" + UTIL[UTIL.index("def quote_path"):
+                                             UTIL.index("def escape_text")].rstrip("\n") + "\n"
+    escape_now = escape.replace('escaped.replace("\\n", "<br>")',
+                                'escaped.replace("\\n", "<br>\\n")')
+    html_part = "import html\n\n\n" + escape_now + "\n\n" + UTIL[
+        UTIL.index("def escape_attribute"):]
+    history.repo.remove("app/util.py")
+    history.repo.write("app/util/url.py", url)
+    history.repo.write("app/util/html.py", html_part)
+    history.repo.write("app/util/__init__.py", "from .html import *\nfrom .url import *\n")
+    history.repo.commit("util becomes a package")
+    _unpaired(history, "app/util.py", "app/util/url.py")
+    moved(check_one(history, join), "app/util/url.py", span(url, JOIN_WINDOW))
+    changed(check_one(history, escaping), "app/util/html.py", span(html_part, escape_now))
+
+
+SERVER_GO = src('''
+    package server
+
+    import "net/http"
+
+    func Health(w http.ResponseWriter, r *http.Request) {
+    \tw.Header().Set("Content-Type", "text/plain")
+    \tw.WriteHeader(http.StatusOK)
+    \tw.Write([]byte("ok"))
+    }
+
+    func Routes(mux *http.ServeMux) {
+    \tmux.HandleFunc("/health", Health)
+    }
+''')
+
+
+def test_deleted_code_is_not_relocated_into_a_markdown_guide(history: History) -> None:
+    """A Go handler is deleted from its file while a new guide shows it in a code
+    example: documentation is not where code moves to; the handler is ``missing``."""
+    history.start({"server/server.go": SERVER_GO, "README.md": "# server\n"})
+    health = SERVER_GO[SERVER_GO.index("func Health"):SERVER_GO.index("func Routes")]
+    health = health.rstrip("\n") + "\n"
+    whole = history.cite("server/server.go", *span(SERVER_GO, health))
+    window = history.cite("server/server.go", *within(SERVER_GO, health,
+                                                      '\tw.WriteHeader(http.StatusOK)\n'
+                                                      '\tw.Write([]byte("ok"))\n'))
+    history.repo.write("server/server.go", SERVER_GO.replace(health + "\n", "").replace(
+        'mux.HandleFunc("/health", Health)', 'mux.Handle("/health", http.NotFoundHandler())'))
+    history.repo.write("docs/guide.md", "# Writing handlers\n\nA handler looks like this:\n\n"
+                       "```go\n" + health + "```\n")
+    history.repo.commit("health checks move to the load balancer")
+    missing(check_one(history, whole))
+    missing(check_one(history, window))
+
+
+# ------------------------------------------------------------------ one-line citations
+
+
+CONFIG_GO = src('''
+    package config
+
+    const DefaultPort = 8080
+
+    const MaxBodyBytes = 1 << 20
+
+    type Server struct {
+    \tHost    string
+    \tPort    int
+    \tTimeout int
+    }
+
+    func (s *Server) Address() string {
+    \treturn s.Host
+    }
+''')
+
+
+def test_one_line_constants_and_fields(history: History) -> None:
+    """A constant whose value changed is ``changed`` at its line (its declaration is
+    still there by name), not ``missing``; a struct field is followed by its name when
+    fields are added around it; a deleted constant is ``missing``."""
+    history.start({"config/config.go": CONFIG_GO})
+    port = history.cite("config/config.go", *span(CONFIG_GO, "const DefaultPort = 8080\n"))
+    body = history.cite("config/config.go", *span(CONFIG_GO, "const MaxBodyBytes = 1 << 20\n"))
+    timeout = history.cite("config/config.go", *span(CONFIG_GO, "\tTimeout int\n"))
+    new = CONFIG_GO.replace("8080", "8081").replace("const MaxBodyBytes = 1 << 20\n\n", "") \
+        .replace("\tHost    string\n", "\tScheme  string\n\tHost    string\n\tTLS     bool\n")
+    history.repo.write("config/config.go", new)
+    history.repo.commit("new default port; no body limit; TLS")
+    changed_port = check_one(history, port)
+    assert (changed_port.outcome.value, changed_port.location) == (
+        "changed", Location("config/config.go", *span(new, "const DefaultPort = 8081\n")))
+    missing(check_one(history, body))
+    moved(check_one(history, timeout), "config/config.go", span(new, "\tTimeout int\n"))
+
+
+SETTINGS_JAVA = src('''
+    package com.example;
+
+    public final class Settings {
+        private static final long serialVersionUID = 1L;
+        public static final int MAX_RETRIES = 3;
+        private final String name;
+
+        public Settings(String name) {
+            this.name = name;
+        }
+
+        public String name() {
+            return name;
+        }
+    }
+''')
+
+
+def test_one_line_fields_move_with_their_class_to_another_package(history: History) -> None:
+    """A Java class moves to another package, rewritten around its fields (git pairs
+    nothing): each field is found by its class and name, even ``serialVersionUID``,
+    which every serializable class declares the same way."""
+    other = SETTINGS_JAVA.replace("Settings", "Profile")
+    history.start({"src/com/example/Settings.java": SETTINGS_JAVA,
+                   "src/com/example/Profile.java": other})
+    retries = history.cite("src/com/example/Settings.java",
+                           *span(SETTINGS_JAVA, "    public static final int MAX_RETRIES = 3;\n"))
+    serial = history.cite("src/com/example/Settings.java",
+                          *span(SETTINGS_JAVA,
+                                "    private static final long serialVersionUID = 1L;\n"))
+    new = src('''
+        package com.example.config;
+
+        import java.util.Objects;
+
+        /** Settings, validated. */
+        public final class Settings {
+            public static final int MAX_RETRIES = 3;
+
+            private static final long serialVersionUID = 1L;
+            private final String name;
+            private final int level;
+
+            public Settings(String name, int level) {
+                this.name = Objects.requireNonNull(name);
+                this.level = level;
+            }
+
+            public int level() {
+                return level;
+            }
+        }
+    ''')
+    history.repo.remove("src/com/example/Settings.java")
+    history.repo.write("src/com/example/config/Settings.java", new)
+    history.repo.write("src/com/example/Profile.java", other.replace("3;", "5;"))
+    history.repo.commit("config package")
+    _unpaired(history, "src/com/example/Settings.java", "src/com/example/config/Settings.java")
+    path = "src/com/example/config/Settings.java"
+    moved(check_one(history, retries), path,
+          span(new, "    public static final int MAX_RETRIES = 3;\n"))
+    moved(check_one(history, serial), path,
+          span(new, "    private static final long serialVersionUID = 1L;\n"))
+
+
+# ------------------------------------------------------------------ blank edge lines
+
+
+FORMAT_PY = src('''
+    import os
+
+
+    def home():
+        return os.path.expanduser("~")
+    def config_dir():
+        base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home(), ".config")
+        return os.path.join(base, "app")
+
+    def cache_dir():
+        return os.path.join(home(), ".cache", "app")
+''')
+
+
+def test_a_trailing_blank_line_cited_along_does_not_lose_the_anchor(history: History) -> None:
+    """An agent cites ``config_dir`` with the blank line after it. Black then puts two
+    blank lines between functions, and a new function goes above: the citation is the
+    function's (not the module's), and follows it, its blank line with it."""
+    history.start({"app/paths.py": FORMAT_PY})
+    cited_text = FORMAT_PY[FORMAT_PY.index("def config_dir"):FORMAT_PY.index("def cache_dir")]
+    first, last = span(FORMAT_PY, cited_text)  # the function...
+    citation = history.cite("app/paths.py", first, last + 1)  # ... and the blank line after
+    assert citation.fingerprint.anchor is not None
+    assert citation.fingerprint.anchor.name == "config_dir"
+    function = cited_text.rstrip("\n") + "\n"
+    new = FORMAT_PY.replace("    return os.path.expanduser(\"~\")\ndef config_dir",
+                            "    return os.path.expanduser(\"~\")\n\n\ndef config_dir") \
+        .replace("\n\ndef cache_dir", "\n\n\ndef data_dir():\n    return home()\n\n\n"
+                 "def cache_dir")
+    history.repo.write("app/paths.py", new)
+    history.repo.commit("black; data_dir")
+    start, end = span(new, function)
+    moved(check_one(history, citation), "app/paths.py", (start, end + 1))
+
+
+def test_changed_files_nearest_first_of_the_cited_kind_and_by_module_name() -> None:
+    """The search order: successors, then the cited folder, its parent's, and so on;
+    never a file of another kind. Files naming the module: the same path under other
+    folders or made private (surely), the same name elsewhere or a package of its name."""
+    changed = ChangedFiles(["docs/guide.md", "pkg/a.py", "pkg/sub/b.py", "other/c.py",
+                            "pkg/d.go", "src/pkg/core.py", "pkg/_core.py", "lib/core.py",
+                            "pkg/core/url.py", "lib/helpers/buildURL.js"])
+    assert changed.ordered("pkg/core.py", ["src/pkg/core.py"]) == [
+        "src/pkg/core.py", "pkg/_core.py", "pkg/a.py", "pkg/core/url.py", "pkg/sub/b.py",
+        "lib/core.py", "other/c.py"]
+    assert changed.naming("pkg/core.py") == {"src/pkg/core.py": 2, "pkg/_core.py": 2,
+                                             "lib/core.py": 1, "pkg/core/url.py": 1}
+    assert changed.naming("lib/buildUrl.js") == {"lib/helpers/buildURL.js": 1}
+
+
+def test_renamed_in_place_is_changed_even_when_a_twin_moved_elsewhere(
+        history: History) -> None:
+    """``Event.describe`` is renamed ``label`` where it stands. Another class in another
+    file has a method reading exactly as ``describe`` did, which moved within its file in
+    the same commit (so the line alignment cannot say it was there all along): a copy
+    under another qualifier is not the cited method while its file still has it,
+    renamed: ``changed`` there."""
+    describe = "    def describe(self):\n        return f\"{self.kind}: {self.name}\"\n"
+    event = "class Event:\n    kind = \"event\"\n\n" + describe + \
+        "\n    def fire(self):\n        return self.kind.upper()\n"
+    others = ["    def first(self):\n        return self.items[0]\n",
+              "    def last(self):\n        return self.items[-1]\n",
+              "    def size(self):\n        return len(self.items)\n",
+              "    def empty(self):\n        return not self.items\n"]
+    signal = "class Signal:\n    kind = \"signal\"\n\n" + describe + "\n" + "\n".join(others)
+    history.start({"app/events.py": event, "app/signals.py": signal})
+    cited = history.cite("app/events.py", *span(event, describe))
+    label = describe.replace("def describe", "def label")
+    history.repo.write("app/events.py", event.replace(describe, label))
+    history.repo.write("app/signals.py", "class Signal:\n    kind = \"signal\"\n\n"
+                       + "\n".join(others) + "\n" + describe)
+    history.repo.commit("rename describe; reorder Signal")
+    changed(check_one(history, cited), "app/events.py", span(event.replace(describe, label),
+                                                             label))
+
+
+def test_a_copy_under_another_name_that_was_in_its_file_already_is_not_the_code(
+        history: History) -> None:
+    """``Path.describe`` is renamed ``label`` with its recursive call (so only half its
+    lines survive); ``Node.describe`` in another file reads as it did, and moved within
+    its file. ``Node.describe`` was there all along: not the cited method moved; what is
+    left of the method (half of it, where it stood) is ``changed``."""
+    describe = ("    def describe(self):\n        if self.parent:\n"
+                "            return self.parent.describe() + \"/\" + self.name\n"
+                "        return self.name\n")
+    others = ["    def root(self):\n        return self.parent.root() if self.parent else self\n",
+              "    def depth(self):\n"
+              "        return self.parent.depth() + 1 if self.parent else 0\n",
+              *(f"    def get_{i}(self):\n        return self.items[{i}]\n" for i in range(6))]
+    path_py = "class Path:\n    parent = None\n\n" + describe
+    node_py = "class Node:\n    parent = None\n\n" + describe + "\n" + "\n".join(others)
+    history.start({"app/path.py": path_py, "app/node.py": node_py})
+    cited = history.cite("app/path.py", *span(path_py, describe))
+    label = describe.replace("describe", "label")
+    history.repo.write("app/path.py", path_py.replace(describe, label))
+    history.repo.write("app/node.py", "class Node:\n    parent = None\n\n" + "\n".join(others)
+                       + "\n" + describe)
+    history.repo.commit("rename describe; reorder Node")
+    check = check_one(history, cited)
+    assert (check.outcome.value, check.location) == (
+        "changed", Location("app/path.py", *span(path_py.replace(describe, label), label)))
+    assert check.similarity == 0.5
+
+
+def test_a_class_made_private_keeps_its_methods(history: History) -> None:
+    """``KeepOpenFile`` becomes ``_KeepOpenFile`` and its constructor is rewritten: the
+    constructor is still there, under the private name, so it is ``changed`` there."""
+    init = "    def __init__(self, file):\n        self._file = file\n"
+    text = "import io\n\n\nclass KeepOpenFile:\n" + init + \
+        "\n    def __enter__(self):\n        return self\n"
+    history.start({"pkg/utils.py": text})
+    cited = history.cite("pkg/utils.py", *span(text, init))
+    init_now = ("    def __init__(self, file: io.IOBase, *, close: bool = False) -> None:\n"
+                "        self._stream = file\n        self._close = close\n")
+    new = text.replace("class KeepOpenFile", "class _KeepOpenFile").replace(init, init_now)
+    history.repo.write("pkg/utils.py", new)
+    history.repo.commit("private helpers")
+    changed(check_one(history, cited), "pkg/utils.py", span(new, init_now))
+
+
+def test_a_rewrapped_definition_keeps_the_blank_line_cited_after_it(history: History) -> None:
+    """A class cited with the blank line after it is re-wrapped by a formatter and moves
+    down: found by its text in its definition (ladder step 4), it keeps its blank line."""
+    error = 'class ProtocolError(Exception, metaclass=Registered):\n    """Malformed HTTP."""\n'
+    text = "import abc\n\n\n" + error + "\n\nclass Other(Exception):\n    pass\n"
+    history.start({"net/errors.py": text})
+    first, last = span(text, error)
+    cited = history.cite("net/errors.py", first, last + 1)
+    rewrapped_error = ('class ProtocolError(\n    Exception,\n    metaclass=Registered,\n):\n'
+                       '    """Malformed HTTP."""\n')
+    new = "import abc\n\nREGISTRY = {}\n\n\n" + rewrapped_error + \
+        "\n\nclass Other(Exception):\n    pass\n"
+    history.repo.write("net/errors.py", new)
+    history.repo.commit("black, a registry")
+    start, end = span(new, rewrapped_error)
+    moved(check_one(history, cited), "net/errors.py", (start, end + 1))

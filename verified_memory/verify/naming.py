@@ -1,0 +1,61 @@
+"""Names of definitions as the anchored locator compares them: their words, their last
+part, whether they are qualified, private or public, and whether they name a function.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from verified_memory.models import Anchor
+
+__all__ = ["FUNCTION_KINDS", "is_function", "last_word", "public", "qualified", "simple",
+           "words"]
+
+_WORD = re.compile(r"\w+")
+
+
+#: Anchor kinds that are functions (a holder's kind is its value's: ``arrow_function``).
+FUNCTION_KINDS = frozenset({
+    "function_definition", "function_declaration", "generator_function_declaration",
+    "method_definition", "method_declaration", "constructor_declaration",
+    "compact_constructor_declaration", "function_item", "function_signature_item",
+    "function_signature", "method_signature", "abstract_method_signature", "method_elem",
+    "method_spec", "arrow_function", "function_expression", "function", "generator_function",
+    "lambda", "macro_definition",
+})
+
+
+@functools.lru_cache(maxsize=4096)
+def words(name: str) -> tuple[str, ...]:
+    """The words of a qualified name (``impl Display for Point::fmt`` has five)."""
+    return tuple(dict.fromkeys(_WORD.findall(name)))
+
+
+@functools.lru_cache(maxsize=4096)
+def last_word(name: str) -> str:
+    """The last word of a qualified name's simple name ("" if it has none); asked for
+    every candidate file of every citation, of a handful of names."""
+    found = _WORD.findall(simple(name))
+    return found[-1] if found else ""
+
+
+def simple(name: str) -> str:
+    """The last part of a qualified name: ``Session.request`` -> ``request``,
+    ``impl Trait for Type::fn`` -> ``fn``."""
+    return name.rsplit("::", 1)[-1].rsplit(".", 1)[-1]
+
+
+def public(name: str) -> str:
+    """A qualified name as it reads whether its parts are private or not: without the
+    leading underscores of each part (Python's convention)."""
+    return ".".join(part.lstrip("_") for part in name.split("."))
+
+
+def qualified(name: str) -> bool:
+    """Whether a name has a qualifier (``Class.method``, ``impl Type::fn``)."""
+    return "." in name or "::" in name
+
+
+def is_function(anchor: Anchor) -> bool:
+    return anchor.kind in FUNCTION_KINDS
