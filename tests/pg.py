@@ -5,10 +5,11 @@
   ``service_role`` the way PostgREST does. Only the databases we created are dropped.
 - Otherwise a server is started with ``initdb``/``pg_ctl`` (Debian's
   ``/usr/lib/postgresql/*/bin`` and the like, else ``PATH``, else the system
-  directories: ``SYSTEM_DIRS``, searched whatever PATH says) in a temporary directory (in ``/dev/shm``
-  when there is one) on a free port, as the ``postgres`` user when we are root (the
-  server refuses to run as root) or as ourselves otherwise, and stopped when the session
-  ends (or at exit, if the plugin was not registered).
+  directories: ``SYSTEM_DIRS``, searched whatever PATH says) in a temporary directory
+  (in ``/dev/shm`` when there is one) on a free port, as the ``postgres`` user when we
+  are root (the server refuses to run as root; ``runuser`` is looked for the same way)
+  or as ourselves otherwise, and stopped when the session ends (or at exit, if the
+  plugin was not registered).
 - No server can be started: the tests that need one are skipped and say why; under
   ``CI=true`` they fail instead, so CI never passes by skipping them.
 - ``pg_url``: a database of the test's own, cloned from a template migrated once per

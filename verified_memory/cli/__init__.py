@@ -465,11 +465,12 @@ def mcp_command(env: Env, http: bool, port: int, repo: str | None, worktree: boo
     claude mcp add verified-memory -- vmem mcp
     vmem mcp --http --port 8765     # then http://127.0.0.1:8765/mcp
     """
-    from verified_memory.mcp_server import build_server, serve
+    from verified_memory.mcp_server import build_server, check_port, serve
 
     server = build_server(lambda: env.service(worktree=worktree),
                           default_repo=lambda: env.repo(repo), time_limit=env.seconds("context"))
     if http:
+        check_port(port)  # a busy port is one line and exit 1, not a server's log
         click.echo(f"vmem: serving MCP on http://127.0.0.1:{port}/mcp", err=True)
     serve(server, http=http, port=port)
 
