@@ -26,6 +26,7 @@ from verified_memory.cli.env import (
     say,
     tell_not_checked,
 )
+from verified_memory.cli.hook import hook
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
 from verified_memory.errors import ValidationError, VerifiedMemoryError
@@ -59,6 +60,7 @@ def cli(ctx: click.Context, db: str | None, directory: Path, time_limit: float |
 pass_env = click.make_pass_decorator(Env)
 cli.add_command(db)
 cli.add_command(review)
+cli.add_command(hook)
 
 
 def _memory_input(input_file: str | None, repo: str | None, env: Env,
