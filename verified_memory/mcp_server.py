@@ -26,8 +26,6 @@ import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from importlib import resources
-from pathlib import Path
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar, cast
 
 from verified_memory.budget import time_budget
@@ -43,7 +41,14 @@ from verified_memory.errors import (
     VerifiedMemoryError,
 )
 from verified_memory.models import CitationCheck, Location, Memory, Outcome, Verification
-from verified_memory.prompt import DEFAULT_BUDGET, MIN_BUDGET, Hydration, reveal, sanitize
+from verified_memory.prompt import (
+    DEFAULT_BUDGET,
+    MIN_BUDGET,
+    Hydration,
+    prompt_file,
+    reveal,
+    sanitize,
+)
 from verified_memory.service import MemoryService
 
 try:
@@ -197,18 +202,6 @@ def _revealed(result: R) -> R:
 
 def _run(ctx: ToolContext) -> _Run:
     return ctx.request_context.lifespan_context
-
-
-def _prompt_text(name: str) -> str:
-    """A file of ``prompts/``: packaged in the wheel, or at the top of a checkout."""
-    filename = f"{name}.md"
-    packaged = resources.files("verified_memory").joinpath("prompts", filename)
-    if packaged.is_file():
-        return packaged.read_text(encoding="utf-8")
-    checkout = Path(__file__).resolve().parent.parent / "prompts" / filename
-    if checkout.is_file():
-        return checkout.read_text(encoding="utf-8")
-    raise NotFound(f"prompt file {filename} is not installed with verified-memory")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -686,13 +679,13 @@ def _add_prompts(server: MCPServer[_Run]) -> None:
                                "verify before use, refresh, invalidate or supersede, store "
                                "only durable conventions with citations, log what was applied.")
     def memory_rules() -> str:
-        return _prompt_text("memory_rules")
+        return prompt_file("memory_rules")
 
     @server.prompt(title="Review bot",
                    description="Instructions for a code-review bot that cites the "
                                "repository's verified conventions in its comments.")
     def review_bot() -> str:
-        return _prompt_text("review_bot")
+        return prompt_file("review_bot")
 
     @server.prompt(title="Verified context",
                    description="The repository's memories that hold against the code now, "

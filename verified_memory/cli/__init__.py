@@ -27,6 +27,7 @@ from verified_memory.cli.env import (
     tell_not_checked,
 )
 from verified_memory.cli.hook import hook
+from verified_memory.cli.init import init
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
 from verified_memory.errors import ValidationError, VerifiedMemoryError
@@ -61,6 +62,7 @@ pass_env = click.make_pass_decorator(Env)
 cli.add_command(db)
 cli.add_command(review)
 cli.add_command(hook)
+cli.add_command(init)
 
 
 def _memory_input(input_file: str | None, repo: str | None, env: Env,
