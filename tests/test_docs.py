@@ -103,11 +103,15 @@ def test_readme_ref_rule_example_is_what_vmem_says(app_repo: GitRepo) -> None:
 
 
 def test_readme_python_example_runs(app_repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
-    (example,) = blocks("python")
+    example, provider = blocks("python")
     exec(compile(example, "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert "Retry budget" in out
     assert "'applied': 1" in out
+    exec(compile(provider, "README.md", "exec"), {})  # VerifiedMemoryProvider
+    out = capsys.readouterr().out
+    assert "Requests time out after TIMEOUT seconds." in out
+    assert "most relevant to `" in out
 
 
 def test_quickstart_has_exactly_two_commands_and_ci_runs_the_second() -> None:

@@ -47,6 +47,7 @@ __all__ = [
     "prompt_context",
     "prompt_paths",
     "prompt_terms",
+    "relevant_memories",
     "session_context",
     "stop_reminder",
     "tier_for",
@@ -185,18 +186,14 @@ def prompt_paths(prompt: str) -> list[str]:
     return [p for p in found if p and not p.startswith("http")][:5]
 
 
-def prompt_context(service: MemoryService, repo: str, prompt: str, *, ref: str = "HEAD",
-                   budget: int | None = None, limit: int | None = None,
-                   hydration: str = "full") -> Context | None:
-    """The verified memories relevant to ``prompt``, or None when no memory matches (no
-    verification is run then). A memory matches when it cites a file the prompt names
-    or one of the prompt's words is in its subject, fact or tags; the best matches are
-    verified, within the repository's tier unless told."""
-    terms, paths = prompt_terms(prompt), prompt_paths(prompt)
-    if not terms and not paths:
-        return None
-    tier = tier_for(count_active(service, repo))
-    limit = limit if limit is not None else tier.prompt_limit
+def relevant_memories(service: MemoryService, repo: str, text: str,
+                      limit: int) -> tuple[list[Memory], str]:
+    """The active memories ``text`` (a prompt, a task) is about, best first, at most
+    ``limit``, and the words they were searched by. A memory is about it when it cites a
+    file the text names (those first) or one of its telling words is in the memory's
+    subject, fact or tags. Not verified yet, and no telemetry: the caller verifies
+    what it uses (``MemoryService.context``) and records what it hands on."""
+    terms, paths = prompt_terms(text), prompt_paths(text)
     found: dict[str, Memory] = {}
     by_path: set[str] = set()
     for named in paths:
@@ -210,11 +207,25 @@ def prompt_context(service: MemoryService, repo: str, prompt: str, *, ref: str =
     for term in terms:
         for memory in service.memories.search(repo, term, limit=limit):
             found.setdefault(memory.id, memory)
-    if not found:
-        return None
     query = " ".join(terms)
     ranked = sorted(found.values(), key=lambda m: (m.id in by_path, relevance(m, query)),
-                    reverse=True)[:limit]
+                    reverse=True)
+    return ranked[:limit], query
+
+
+def prompt_context(service: MemoryService, repo: str, prompt: str, *, ref: str = "HEAD",
+                   budget: int | None = None, limit: int | None = None,
+                   hydration: str = "full") -> Context | None:
+    """The verified memories relevant to ``prompt`` (``relevant_memories``), within the
+    repository's tier unless told; None when no memory matches (nothing is verified
+    then)."""
+    if not prompt_terms(prompt) and not prompt_paths(prompt):
+        return None
+    tier = tier_for(count_active(service, repo))
+    ranked, query = relevant_memories(service, repo, prompt,
+                                      limit if limit is not None else tier.prompt_limit)
+    if not ranked:
+        return None
     service.record_retrieval(ranked, "prompt")
     return service.context(repo, ref=ref, memories=ranked, query=query or None,
                            hydration=hydration,
