@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.gitrepo import GitRepo
+from tests.test_docs import NET
 from verified_memory import LocalGitSource, MemoryService
 from verified_memory.cli import main
 from verified_memory.hooks import (
@@ -32,17 +33,6 @@ from verified_memory.hooks import (
 from verified_memory.store.sqlite import SQLiteStore
 
 REPO = "acme/app"
-NET = """\
-MAX_RETRIES = 3
-TIMEOUT = 10
-
-
-def fetch(url):
-    for _ in range(MAX_RETRIES):
-        if get(url, timeout=TIMEOUT):
-            return True
-    return False
-"""
 # One line per constant: enough distinct places for many memories.
 CONSTANTS = "".join(f"NAME_{i} = {i}\n" for i in range(1, 301))
 

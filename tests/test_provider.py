@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.gitrepo import GitRepo
+from tests.test_docs import NET
 from verified_memory import (
     EventKind,
     LocalGitSource,
@@ -24,17 +25,6 @@ from verified_memory import (
 from verified_memory.store.sqlite import SQLiteStore
 
 ROOT = Path(__file__).parent.parent
-NET = """\
-MAX_RETRIES = 3
-TIMEOUT = 10
-
-
-def fetch(url):
-    for _ in range(MAX_RETRIES):
-        if get(url, timeout=TIMEOUT):
-            return True
-    return False
-"""
 
 
 @pytest.fixture

@@ -118,37 +118,36 @@ def _grouped(matcher: str | None, command: str, timeout: int) -> dict[str, Any]:
     return group
 
 
+def _three_hooks(run: Callable[[str], str],
+                 start_matcher: str) -> dict[str, list[dict[str, Any]]]:
+    """SessionStart, UserPromptSubmit and Stop in matcher groups (Claude Code, Codex);
+    ``run(event)`` is the command for an event."""
+    return {
+        "SessionStart": [_grouped(start_matcher, run("session-start"), SESSION_TIMEOUT)],
+        "UserPromptSubmit": [_grouped(None, run("prompt"), PROMPT_TIMEOUT)],
+        "Stop": [_grouped(None, run("stop"), PROMPT_TIMEOUT)],
+    }
+
+
 def parts_for(client: str, command: str, rules: str) -> list[Part]:
     """What ``vmem init CLIENT`` wires, running vmem as ``command``; ``rules`` is the
     text of the memory rules."""
     vmem = shlex.quote(command)
     if client == "claude-code":
-        def claude(event: str) -> str:
-            return f'{vmem} -C "$CLAUDE_PROJECT_DIR" hook {event} --client claude-code'
-
         return [
             _server_part(client, ".mcp.json", "mcpServers",
                          {"command": command, "args": ["mcp"]}),
-            _hooks_part(client, ".claude/settings.json", {
-                "SessionStart": [_grouped("startup|clear|compact", claude("session-start"),
-                                          SESSION_TIMEOUT)],
-                "UserPromptSubmit": [_grouped(None, claude("prompt"), PROMPT_TIMEOUT)],
-                "Stop": [_grouped(None, claude("stop"), PROMPT_TIMEOUT)],
-            }, grouped=True),
+            _hooks_part(client, ".claude/settings.json", _three_hooks(
+                lambda event: f'{vmem} -C "$CLAUDE_PROJECT_DIR" hook {event} --client '
+                              "claude-code", "startup|clear|compact"), grouped=True),
             _rules_part(client, "CLAUDE.md", rules),
         ]
     if client == "codex":
-        def codex(event: str) -> str:
-            return f"{vmem} hook {event} --client codex"
-
         return [
             _toml_part(client, ".codex/config.toml", command, ["mcp"]),
-            _hooks_part(client, ".codex/hooks.json", {
-                "SessionStart": [_grouped("startup|clear", codex("session-start"),
-                                          SESSION_TIMEOUT)],
-                "UserPromptSubmit": [_grouped(None, codex("prompt"), PROMPT_TIMEOUT)],
-                "Stop": [_grouped(None, codex("stop"), PROMPT_TIMEOUT)],
-            }, grouped=True),
+            _hooks_part(client, ".codex/hooks.json", _three_hooks(
+                lambda event: f"{vmem} hook {event} --client codex", "startup|clear"),
+                grouped=True),
             _rules_part(client, "AGENTS.md", rules),
         ]
     if client == "cursor":
