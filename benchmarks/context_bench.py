@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import shutil
@@ -30,6 +31,7 @@ from pathlib import Path
 from store_bench import WORDS, fill, git, make_repo
 
 from verified_memory import LocalGitSource, MemoryService, SQLiteStore
+from verified_memory.hooks import prompt_context, session_context
 from verified_memory.prompt import render_context
 
 REPO = "bench/app0"
@@ -62,6 +64,26 @@ def hook_process(repo: Path, db: Path, runs: int = 5) -> list[float]:
         t = time.perf_counter()
         subprocess.run(command, env=env, check=True, capture_output=True)
         out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def hook_processes(repo: Path, db: Path, prompt: str,
+                   runs: int = 5) -> dict[str, list[float]]:
+    """`vmem hook` end to end, as a client runs it: the input on stdin, Python started."""
+    env = dict(os.environ, VMEM_DATABASE_URL=f"sqlite:///{db}")
+    inputs = {"session-start": {"cwd": str(repo), "source": "startup"},
+              "prompt": {"cwd": str(repo), "prompt": prompt},
+              "prompt, nothing relevant": {"cwd": str(repo), "prompt": "zzz qqq"}}
+    out: dict[str, list[float]] = {}
+    for name, given in inputs.items():
+        event = name.split(",")[0]
+        command = [sys.executable, "-m", "verified_memory", "hook", event, "--repo", REPO]
+        out[name] = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            subprocess.run(command, env=env, check=True, capture_output=True,
+                           input=json.dumps(given), text=True)
+            out[name].append((time.perf_counter() - t) * 1000)
     return out
 
 
@@ -130,6 +152,14 @@ def main() -> None:
                      timings(lambda: service.context(
                          REPO, limit=SELECTED, query=f"{rng.choice(WORDS)} convention"),
                          args.runs)))
+        prompt = f"please change the {rng.choice(WORDS)} {rng.choice(WORDS)} handling"
+        rows.append(("session-start hook's context (adaptive: 1,000 memories, 50 verified, "
+                     "3,000 tokens)", timings(lambda: session_context(service, REPO),
+                                              args.runs)))
+        rows.append(("prompt hook's context (search the prompt's words, verify the best 10)",
+                     timings(lambda: prompt_context(service, REPO, prompt), args.runs)))
+        rows.append(("prompt hook, no memory relevant (nothing verified)",
+                     timings(lambda: prompt_context(service, REPO, "zzz qqq"), args.runs)))
         report = service.verify([m.id for m in service.get_recent(REPO, SELECTED)],
                                 apply=False)
         rows.append(("render only (50 verified memories, full, 2,000 tokens)",
@@ -149,6 +179,9 @@ def main() -> None:
         service.close()
         rows.append(("`vmem context --hook claude-code --limit 50`, a whole process",
                      hook_process(repo, db)))
+        for name, values in hook_processes(repo, db, prompt).items():
+            rows.append((f"`vmem hook {name.split(',')[0]}`{name.partition(',')[2]}, a whole "
+                         "process", values))
         via_mcp = mcp_get_recent(
             lambda: MemoryService(SQLiteStore(db), LocalGitSource(repo), actor="bench"),
             args.runs)

@@ -16,7 +16,10 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_DATA_HOME", str(Path(home) / ".local" / "share"))
     for name in ("VMEM_DATABASE_URL", "SUPABASE_URL", "SUPABASE_KEY", "GITHUB_TOKEN",
-                 "VMEM_ACTOR", "VMEM_TRUTH_REF"):
+                 "VMEM_ACTOR", "VMEM_TRUTH_REF",
+                 # The suite may itself run in GitHub Actions, where vmem refuses to run
+                 # without a named store (cli/ci.py); tests that want CI set these.
+                 "GITHUB_ACTIONS", "GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")

@@ -4,10 +4,12 @@
   service container): tests create databases, and switch to ``anon``/``authenticated``/
   ``service_role`` the way PostgREST does. Only the databases we created are dropped.
 - Otherwise a server is started with ``initdb``/``pg_ctl`` (Debian's
-  ``/usr/lib/postgresql/*/bin``, else ``PATH``) in a temporary directory (in ``/dev/shm``
-  when there is one) on a free port, as the ``postgres`` user when we are root (the
-  server refuses to run as root) or as ourselves otherwise, and stopped when the session
-  ends (or at exit, if the plugin was not registered).
+  ``/usr/lib/postgresql/*/bin`` and the like, else ``PATH``, else the system
+  directories: ``SYSTEM_DIRS``, searched whatever PATH says) in a temporary directory
+  (in ``/dev/shm`` when there is one) on a free port, as the ``postgres`` user when we
+  are root (the server refuses to run as root; ``runuser`` is looked for the same way)
+  or as ourselves otherwise, and stopped when the session ends (or at exit, if the
+  plugin was not registered).
 - No server can be started: the tests that need one are skipped and say why; under
   ``CI=true`` they fail instead, so CI never passes by skipping them.
 - ``pg_url``: a database of the test's own, cloned from a template migrated once per
@@ -23,6 +25,7 @@ import contextlib
 import glob
 import itertools
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -43,6 +46,8 @@ __all__ = [
     "PostgresServer",
     "RecycledPostgresStore",
     "RecycledSupabaseStore",
+    "find_pgbin",
+    "find_program",
     "fresh_database",
     "pg_server",
     "pg_url",
@@ -178,20 +183,51 @@ class PostgresServer:
 # --------------------------------------------------------------------------- starting
 
 
-def _pgbin() -> Path:
-    candidates = sorted(
-        glob.glob("/usr/lib/postgresql/*/bin"),
-        key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0,
-    )
-    for directory in reversed(candidates):
-        if (Path(directory) / "pg_ctl").exists() and (Path(directory) / "initdb").exists():
-            return Path(directory)
-    pg_ctl = shutil.which("pg_ctl")
-    if pg_ctl and shutil.which("initdb"):
+#: Where distributions install system programs, searched after PATH: a login shell of a
+#: plain user (or a CI image) often leaves the sbin directories off PATH although
+#: ``runuser`` is there, and ``pg_ctl`` lives outside PATH on Debian and RHEL.
+SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+#: Postgres server binaries by distribution, newest version first within each pattern.
+PG_BIN_GLOBS = ("/usr/lib/postgresql/*/bin",  # Debian, Ubuntu
+                "/usr/pgsql-*/bin",  # RHEL, Fedora (PGDG)
+                "/usr/local/pgsql/bin",  # built from source
+                "/opt/homebrew/opt/postgresql*/bin", "/usr/local/opt/postgresql*/bin")
+
+
+def find_program(name: str, directories: tuple[str, ...] = SYSTEM_DIRS) -> str | None:
+    """``name`` on PATH, else in the first of ``directories`` that holds it as an
+    executable file."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for directory in directories:
+        candidate = Path(directory) / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def _version(directory: str) -> tuple[int, ...]:
+    """15 from /usr/lib/postgresql/15/bin or /usr/pgsql-15/bin (0 when there is none)."""
+    digits = re.findall(r"\d+", Path(directory).parent.name)
+    return tuple(int(d) for d in digits) or (0,)
+
+
+def find_pgbin(globs: tuple[str, ...] = PG_BIN_GLOBS,
+               directories: tuple[str, ...] = SYSTEM_DIRS) -> Path:
+    """The directory of ``initdb`` and ``pg_ctl``: a distribution's server directory
+    (newest version first), else wherever PATH or the system directories have both."""
+    for pattern in globs:
+        for directory in sorted(glob.glob(pattern), key=_version, reverse=True):
+            if (Path(directory) / "pg_ctl").exists() and (Path(directory) / "initdb").exists():
+                return Path(directory)
+    pg_ctl = find_program("pg_ctl", directories)
+    if pg_ctl and (Path(pg_ctl).parent / "initdb").exists():
         return Path(pg_ctl).parent
     raise Unavailable(
         "no Postgres server binaries (initdb, pg_ctl) were found under "
-        "/usr/lib/postgresql/*/bin or on PATH, and DATABASE_URL is not set"
+        f"{', '.join(globs)}, on PATH or in {', '.join(directories)}, and DATABASE_URL is "
+        "not set"
     )
 
 
@@ -202,9 +238,11 @@ def _is_root() -> bool:
 def _run_as_postgres(args: list[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
     program = Path(args[0]).name
     if _is_root():
-        if not shutil.which("runuser"):
-            raise Unavailable("running as root, and runuser is missing to drop to 'postgres'")
-        args = ["runuser", "-u", "postgres", "--", *args]
+        runuser = find_program("runuser")
+        if runuser is None:
+            raise Unavailable("running as root, and runuser (to drop to 'postgres') is "
+                              f"neither on PATH nor in {', '.join(SYSTEM_DIRS)}")
+        args = [runuser, "-u", "postgres", "--", *args]
     result = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
     if check and result.returncode != 0:
         raise Unavailable(
@@ -229,7 +267,7 @@ def _free_port() -> int:
 
 
 def _start_throwaway() -> PostgresServer:
-    pgbin = _pgbin()
+    pgbin = find_pgbin()
     if _is_root():
         import pwd
 

@@ -10,6 +10,7 @@ A pass's time budget turns what it had no time for into ``unverifiable``, saying
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Iterator
@@ -52,8 +53,14 @@ def service(repo: GitRepo, tmp_path: Path) -> Iterator[MemoryService]:
         yield svc
 
 
+_CLAIMS = itertools.count(1)
+
+
 def remember(service: MemoryService, path: str, lines: tuple[int, int] = (1, 2)) -> str:
-    return service.store({"repo": REPO, "subject": f"about {path}", "fact": "it holds",
+    """A memory of its own each call (a numbered claim: storing the same one twice would
+    only refresh the first)."""
+    return service.store({"repo": REPO, "subject": f"about {path}",
+                          "fact": f"claim {next(_CLAIMS)} holds",
                           "citations": [{"path": path, "line_start": lines[0],
                                          "line_end": lines[1]}]}).id
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -102,11 +103,15 @@ def test_readme_ref_rule_example_is_what_vmem_says(app_repo: GitRepo) -> None:
 
 
 def test_readme_python_example_runs(app_repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
-    (example,) = blocks("python")
+    example, provider = blocks("python")
     exec(compile(example, "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert "Retry budget" in out
     assert "'applied': 1" in out
+    exec(compile(provider, "README.md", "exec"), {})  # VerifiedMemoryProvider
+    out = capsys.readouterr().out
+    assert "Requests time out after TIMEOUT seconds." in out
+    assert "most relevant to `" in out
 
 
 def test_quickstart_has_exactly_two_commands_and_ci_runs_the_second() -> None:
@@ -140,3 +145,53 @@ def test_the_architecture_document_names_every_module() -> None:
         assert f"`{name}" in doc or f"`{stem}.py`" in doc or f"`{name}/`" in doc, relative
     for path in package.rglob("*.py"):
         assert "DESIGN.md" not in path.read_text(), f"{path.name} points to a missing doc"
+
+
+def section(title: str) -> str:
+    return README.split(f"\n### {title}\n", 1)[1].split("\n### ", 1)[0]
+
+
+def shell(line: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env,
+                          check=False)
+
+
+def test_readme_init_example_runs_and_check_says_what_the_readme_says(
+        app_repo: GitRepo) -> None:
+    setup = section("Set up in one command")
+    (commands,) = re.findall(r"```bash\n(.*?)```", setup, flags=re.S)
+    lines = [line.split("#", 1)[0].strip() for line in commands.strip().splitlines()]
+    assert lines[0] == "vmem init claude-code --dry-run"
+    for line in lines:
+        done = shell(line)
+        assert done.returncode == 0, f"{line}\n{done.stderr}"
+    assert (app_repo.path / ".codex" / "config.toml").is_file()
+    (said,) = re.findall(r"```text\n(.*?)```", setup, flags=re.S)
+    for path in (".codex", "AGENTS.md"):  # back to "after vmem init claude-code"
+        target = app_repo.path / path
+        if target.is_dir():
+            for child in sorted(target.iterdir()):
+                child.unlink()
+            target.rmdir()
+        else:
+            target.unlink()
+    done = shell("vmem init --check")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == said
+
+
+def test_readme_prompt_hook_example_runs(app_repo: GitRepo) -> None:
+    hooks = section("Session hooks")
+    command = re.findall(r"```bash\n(.*?)```", hooks, flags=re.S)[0].strip()
+    assert command.endswith("| vmem hook prompt --client claude-code")
+    stored = shell("vmem store --subject 'Retry budget' --fact 'HTTP calls retry "
+                   "MAX_RETRIES times, then give up.' --cite app/net.py:1-8 --json")
+    assert stored.returncode == 0, stored.stderr
+    done = shell(command)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)["hookSpecificOutput"]
+    assert answer["hookEventName"] == "UserPromptSubmit"
+    assert json.loads(stored.stdout)["id"] in answer["additionalContext"]
+    shape = json.loads(re.findall(r"```json\n(.*?)```", hooks, flags=re.S)[0])
+    assert set(shape["hookSpecificOutput"]) == set(answer)

@@ -10,6 +10,7 @@ import asyncio
 import importlib
 import json
 import os
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -19,10 +20,17 @@ import mcp
 import pytest
 from markdown_it import MarkdownIt
 from mcp import StdioServerParameters
-from mcp.types import CallToolResult, TextContent
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent
 
 from tests.gitrepo import GitRepo
-from verified_memory import EventKind, MemoryService, MissingDependency, SourceUnavailable, Status
+from verified_memory import (
+    EventKind,
+    MemoryService,
+    MissingDependency,
+    SourceUnavailable,
+    Status,
+    VerifiedMemoryError,
+)
 from verified_memory.cli import main
 from verified_memory.mcp_server import TOOLS, build_server, serve
 from verified_memory.models import Citation, Fingerprint, Memory, utcnow
@@ -153,6 +161,73 @@ def test_tools_have_client_safe_names_and_say_when_to_call_them(server: Any) -> 
     assert get_recent.annotations is not None
     assert get_recent.annotations.read_only_hint is False
 
+
+
+def test_every_tool_has_a_title_an_output_schema_and_described_arguments(server: Any) -> None:
+    listed = session(server, lambda client: client.list_tools()).tools
+    titles = set()
+    for tool in listed:
+        assert tool.title, tool.name
+        titles.add(tool.title)
+        assert tool.description is not None
+        assert "\n " not in tool.description, f"{tool.name}: docstring indentation"
+        assert tool.description == tool.description.strip()
+        schema = tool.output_schema
+        assert schema is not None, tool.name
+        assert schema["type"] == "object"
+        assert len(schema["properties"]) >= 2, tool.name
+        assert schema["required"], tool.name
+        for name, prop in tool.input_schema["properties"].items():
+            assert prop.get("description"), f"{tool.name}.{name} has no description"
+    assert len(titles) == len(listed)  # no two tools look alike in a client's list
+    recent = next(t for t in listed if t.name == "memory_get_recent").output_schema
+    assert recent is not None
+    assert {"verified", "not_verified", "scope", "revision"} <= set(recent["required"])
+
+
+def test_structured_answers_match_their_published_schemas(server: Any, repo: GitRepo) -> None:
+    import jsonschema
+
+    schemas = {t.name: t.output_schema
+               for t in session(server, lambda client: client.list_tools()).tools}
+    record = store(server)
+    answers = {
+        "memory_store": call(server, "memory_store", **new_memory(subject="Timeout")),
+        "memory_get_recent": call(server, "memory_get_recent"),
+        "memory_search": call(server, "memory_search", query="api"),
+        "memory_search_by_path": call(server, "memory_search_by_path", path="src/config.py"),
+        "memory_refresh": call(server, "memory_refresh", memory_id=record["id"]),
+        "memory_log_applied": call(server, "memory_log_applied", memory_id=record["id"]),
+        "memory_feedback": call(server, "memory_feedback", memory_id=record["id"],
+                                outcome="success"),
+        "memory_read_citation": call(server, "memory_read_citation", path="src/config.py",
+                                     line_start=1),
+        "memory_verify_citations": call(server, "memory_verify_citations",
+                                        memory_id=record["id"]),
+        "memory_recite": call(server, "memory_recite", memory_id=record["id"],
+                              citations=[{"path": "src/config.py", "line_start": 1}]),
+        "memory_stats": call(server, "memory_stats"),
+        "memory_supersede": call(server, "memory_supersede", memory_id=record["id"],
+                                 **new_memory(fact="Defined once.")),
+    }
+    answers["memory_invalidate"] = call(server, "memory_invalidate",
+                                        memory_id=ok(answers["memory_supersede"])["memory"]["id"],
+                                        reason="gone")
+    # Business rules a person proposed (another client may approve or reject them).
+    rules = [ok(call(server, "memory_store", **new_memory(
+        subject=f"Rule {n}", fact=f"Invoices are due in {n} days.", category="business_rule",
+        created_by="a-person", citations=[{"path": "src/config.py", "line_start": n}])))
+        for n in (1, 2)]
+    answers["memory_pending"] = call(server, "memory_pending")
+    answers["memory_approve"] = call(server, "memory_approve", memory_id=rules[0]["id"])
+    answers["memory_reject"] = call(server, "memory_reject", memory_id=rules[1]["id"],
+                                    reason="the terms changed")
+    assert set(answers) == set(TOOLS)
+    for name, result in answers.items():
+        data = ok(result)
+        jsonschema.validate(data, schemas[name])  # raises on the first mismatch
+    assert ok(answers["memory_store"])["subject"] == "Timeout"
+    assert ok(answers["memory_stats"])["total"] == 2  # asked before the supersede
 
 # --------------------------------------------------------------------------- store / get
 
@@ -495,6 +570,37 @@ def test_memory_rules_cover_what_agents_must_do() -> None:
     assert "memory_search_by_path" in review
 
 
+
+def prompt_failure(server: Any, name: str, arguments: dict[str, str]) -> mcp.MCPError:
+    async def scenario(client: mcp.Client) -> mcp.MCPError:
+        with pytest.raises(mcp.MCPError) as info:
+            await client.get_prompt(name, arguments)
+        return info.value
+
+    return session(server, scenario)
+
+
+def test_prompt_errors_are_invalid_params_that_say_what(server: Any, repo: GitRepo,
+                                                        tmp_path: Path) -> None:
+    bad_level = prompt_failure(server, "verified_context", {"hydration": "everything"})
+    assert bad_level.error.code == INVALID_PARAMS
+    assert "hydration must be one of summary, full, files" in bad_level.error.message
+    bad_repo = prompt_failure(server, "verified_context", {"repo": "not a repo"})
+    assert bad_repo.error.code == INVALID_PARAMS
+    assert "repo must be 'owner/name'" in bad_repo.error.message
+    unknown = prompt_failure(server, "no_such_prompt", {})
+    assert unknown.error.code == INVALID_PARAMS
+    assert "no_such_prompt" in unknown.error.message
+    extra = prompt_failure(server, "memory_rules", {"bogus": "1"})
+    assert extra.error.code == INVALID_PARAMS
+    assert "bogus" in extra.error.message
+    (tmp_path / "not-a-dir").write_text("x")
+    broken = build_server(lambda: MemoryService(SQLiteStore(tmp_path / "not-a-dir" / "m.db"),
+                                                LocalGitSource(repo.path)), default_repo=REPO)
+    store_down = prompt_failure(broken, "verified_context", {})
+    assert store_down.error.code == INTERNAL_ERROR
+    assert store_down.error.message.startswith("memory store error: ")
+
 # --------------------------------------------------------------------------- entry points
 
 
@@ -506,12 +612,46 @@ def test_missing_mcp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         importlib.import_module("verified_memory.mcp_server")
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_busy_port_is_one_line_and_exit_1(repo: GitRepo, db: Path,
+                                            capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(repo.path)
+    monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{db}")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out, err = vmem(capsys, "mcp", "--http", "--port", str(port))
+    assert code == 1
+    assert out == ""
+    (line,) = err.splitlines()
+    assert line.startswith(f"vmem: error: cannot serve MCP on http://127.0.0.1:{port}/mcp: ")
+    assert "--port N" in line
+
+
+def test_serve_turns_a_server_that_cannot_start_into_our_error(
+        server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def cannot_bind(*args: Any, **kwargs: Any) -> None:
+        raise SystemExit(1)  # what uvicorn does when the port was taken after our check
+
+    monkeypatch.setattr(server, "run", cannot_bind)
+    with pytest.raises(VerifiedMemoryError, match="could not start"):
+        serve(server, http=True, port=free_port())
+
+
 def test_serve_uses_loopback_for_http(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Any, ...]] = []
     monkeypatch.setattr(server, "run", lambda *a, **kw: calls.append((a, kw)))
-    serve(server, http=True, port=9999)
+    port = free_port()
+    serve(server, http=True, port=port)
     serve(server)
-    assert calls == [(("streamable-http",), {"host": "127.0.0.1", "port": 9999}),
+    assert calls == [(("streamable-http",), {"host": "127.0.0.1", "port": port}),
                      (("stdio",), {})]
 
 

@@ -4,6 +4,7 @@ cited code, a real SQLite store, and the ``vmem review`` command."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -433,6 +434,95 @@ def test_cli_review_defaults_to_main(cli_repo: GitRepo, capsys: pytest.CaptureFi
     assert [f["kind"] for f in data["findings"]] == [FindingKind.BREAKS.value]
 
 
+def test_fail_on_breaks_is_a_red_check_after_the_report(cli_repo: GitRepo,
+                                                        capsys: pytest.CaptureFixture[str],
+                                                        memories: dict[str, str]) -> None:
+    branch(cli_repo, "keep", FETCH.replace("if get(url):", "if get( url ):"))
+    code, out, err = vmem(capsys, "review", "--base", "main", "--head", "keep",
+                          "--fail-on", "breaks")
+    assert code == 0, err  # a reminder (holds) is no failure
+    assert "Convention to keep" in out
+    branch(cli_repo, "edit", FETCH.replace("MAX_RETRIES = 3", "MAX_RETRIES = 5"))
+    branch(cli_repo, "drop", FETCH.replace("\n\ndef close():\n    return None\n", "\n"))
+    for head, counted in (("edit", "1 breaks"), ("drop", "1 deletes")):
+        code, out, err = vmem(capsys, "review", "--base", "main", "--head", head, "--json",
+                              "--fail-on", "breaks", "--fail-on", "unverifiable")
+        assert code == 3, err
+        assert json.loads(out)["findings"]  # the report came first, whole
+        assert err.strip() == ("vmem: failing the check (--fail-on breaks unverifiable): "
+                               f"{counted}")
+    code, _, err = vmem(capsys, "review", "--base", "main", "--head", "edit",
+                        "--fail-on", "unverifiable")
+    assert code == 0, err
+    code, _, err = vmem(capsys, "review", "--fail-on", "nothing")
+    assert code == 2
+    assert "'nothing' is not one of 'breaks', 'unverifiable'" in err
+
+
+def pull_request_event(tmp_path: Path, head: str, fork: bool) -> Path:
+    """An event payload shaped like the one GitHub writes for ``pull_request``."""
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps({"action": "synchronize", "number": 7, "pull_request": {
+        "number": 7,
+        "head": {"ref": "edit", "sha": "0" * 40,
+                 "repo": {"full_name": head, "fork": fork, "private": False}},
+        "base": {"ref": "main", "sha": "1" * 40,
+                 "repo": {"full_name": "acme/net", "fork": False, "private": False}},
+    }}))
+    return path
+
+
+def test_in_github_actions_no_store_is_an_error_not_a_green_pass(
+        cli_repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch, memories: dict[str, str]) -> None:
+    branch(cli_repo, "edit", FETCH.replace("MAX_RETRIES = 3", "MAX_RETRIES = 5"))
+    monkeypatch.delenv("VMEM_DATABASE_URL")  # the secret is missing or misnamed
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    data_dir = Path(os.environ["XDG_DATA_HOME"])
+    for args in (["review", "--base", "main", "--head", "edit"], ["recent"],
+                 ["db", "export"]):
+        code, out, err = vmem(capsys, *args)
+        assert code == 1, args
+        assert out == ""
+        (line,) = err.splitlines()
+        assert line.startswith("vmem: error: running in GitHub Actions without a memory "
+                               "store (none of VMEM_DATABASE_URL, SUPABASE_URL and "
+                               "SUPABASE_KEY is set)")
+    assert not list(data_dir.rglob("*.db"))  # no throwaway store was created
+    monkeypatch.setenv("SUPABASE_URL", "https://x.supabase.co")
+    code, _, err = vmem(capsys, "recent")
+    assert code == 1
+    assert "SUPABASE_URL is set but SUPABASE_KEY is empty" in err
+    monkeypatch.delenv("SUPABASE_URL")
+    code, out, err = vmem(capsys, "--db", f"sqlite:///{tmp_path / 'review.db'}", "review",
+                          "--base", "main", "--head", "edit", "--json")
+    assert code == 0, err  # a store named by --db is a store
+    assert json.loads(out)["counts"]["breaks"] == 1
+
+
+def test_a_fork_without_secrets_gets_a_warning_and_a_neutral_exit(
+        cli_repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    branch(cli_repo, "edit", FETCH.replace("MAX_RETRIES = 3", "MAX_RETRIES = 5"))
+    monkeypatch.delenv("VMEM_DATABASE_URL")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_EVENT_NAME", "pull_request")
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(pull_request_event(tmp_path, "mallory/net",
+                                                                   fork=True)))
+    code, out, err = vmem(capsys, "review", "--base", "main", "--head", "edit")
+    assert code == 78
+    assert out == ("::warning title=verified-memory::no memory store in this run: pull "
+                   "requests from forks (mallory/net) get no secrets, so no memory was "
+                   "checked (neither a pass nor a failure)\n")
+    assert err.startswith("vmem: no memory store in this run")
+    # The same repository's own pull request has its secrets: missing, it is an error.
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(pull_request_event(tmp_path, "acme/net",
+                                                                   fork=False)))
+    code, out, err = vmem(capsys, "review", "--base", "main", "--head", "edit")
+    assert code == 1
+    assert "vmem: error: running in GitHub Actions without a memory store" in err
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
@@ -486,7 +576,23 @@ def test_the_readme_workflow_is_the_example_and_uses_real_options() -> None:
     assert block == example
     workflow = yaml.safe_load(example)
     assert set(workflow[True]) == {"pull_request", "push"}  # YAML 1.1 reads `on` as true
-    assert workflow["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert workflow["permissions"] == {}  # every job asks for what it needs
+    jobs = workflow["jobs"]
+    assert jobs["review"]["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert jobs["apply"]["permissions"] == {"contents": "read"}
+    assert "!github.event.pull_request.head.repo.fork" in jobs["review"]["if"]
+    # Only pull requests cancel older runs; each push to main has a group of its own.
+    concurrency = workflow["concurrency"]
+    assert concurrency["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
+    assert concurrency["group"].endswith("${{ github.event.pull_request.number || github.sha }}")
+    for job in jobs.values():
+        for step in job["steps"]:
+            if "uses" in step:  # pinned to a commit, with the tag it was in a comment
+                assert re.fullmatch(r"actions/[a-z-]+@[0-9a-f]{40}", step["uses"]), step
+                line = next(line for line in example.splitlines() if step["uses"] in line)
+                assert re.search(r"# v\d+\.\d+\.\d+$", line), line
+                if step["uses"].startswith("actions/checkout@"):
+                    assert step["with"]["persist-credentials"] is False
     assert {"VMEM_DATABASE_URL", "SUPABASE_URL", "SUPABASE_KEY"} <= set(workflow["env"])
     steps = [step for job in workflow["jobs"].values() for step in job["steps"]]
     checkouts = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]

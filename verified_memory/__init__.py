@@ -43,6 +43,7 @@ from verified_memory.models import (
     TelemetryEvent,
     Verification,
 )
+from verified_memory.provider import TaskContext, VerifiedMemoryProvider
 from verified_memory.service import Context, MemoryService, VerificationReport
 from verified_memory.sources.base import CodeSource
 from verified_memory.sources.fake import DictSource
@@ -85,11 +86,13 @@ __all__ = [
     "SourceUnavailable",
     "Status",
     "StoreError",
+    "TaskContext",
     "TelemetryEvent",
     "ValidationError",
     "Verification",
     "VerificationReport",
     "VerifiedMemoryError",
+    "VerifiedMemoryProvider",
     "WorktreeSource",
     "__version__",
     "open_store",

@@ -21,11 +21,11 @@ importing this module without it raises ``MissingDependency``.
 from __future__ import annotations
 
 import functools
+import inspect
+import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from importlib import resources
-from pathlib import Path
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar, cast
 
 from verified_memory.budget import time_budget
@@ -41,18 +41,49 @@ from verified_memory.errors import (
     VerifiedMemoryError,
 )
 from verified_memory.models import CitationCheck, Location, Memory, Outcome, Verification
-from verified_memory.prompt import DEFAULT_BUDGET, MIN_BUDGET, reveal, sanitize
+from verified_memory.prompt import (
+    DEFAULT_BUDGET,
+    MIN_BUDGET,
+    Hydration,
+    prompt_file,
+    reveal,
+    sanitize,
+)
 from verified_memory.service import MemoryService
 
 try:
+    from mcp import MCPError
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import CallToolResult, TextContent, ToolAnnotations
+    from mcp.types import (
+        INTERNAL_ERROR,
+        INVALID_PARAMS,
+        CallToolResult,
+        GetPromptResult,
+        InputRequiredResult,
+        TextContent,
+        ToolAnnotations,
+    )
     from pydantic import BaseModel, ConfigDict, Field
+    from pydantic import ValidationError as PydanticError
+
+    from verified_memory.mcp_outputs import (
+        AppliedOut,
+        CitationReadOut,
+        FeedbackOut,
+        MemoryOut,
+    PendingOut,
+        RecitedOut,
+        StatsOut,
+    StoredOut,
+        SupersededOut,
+        VerifiedContextOut,
+        VerifyCitationsOut,
+    )
 except ImportError as exc:  # the optional extra is not installed
     raise MissingDependency("mcp", "mcp") from exc
 
-__all__ = ["DEFAULT_HTTP_PORT", "TOOLS", "build_server", "serve"]
+__all__ = ["DEFAULT_HTTP_PORT", "TOOLS", "build_server", "check_port", "serve"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -63,8 +94,7 @@ TOOLS = (
     "memory_store", "memory_get_recent", "memory_search", "memory_search_by_path",
     "memory_refresh", "memory_invalidate", "memory_supersede", "memory_recite",
     "memory_log_applied", "memory_feedback", "memory_read_citation",
-    "memory_verify_citations", "memory_stats", "memory_pending", "memory_approve",
-    "memory_reject",
+    "memory_verify_citations", "memory_stats", "memory_pending", "memory_approve", "memory_reject",
 )
 
 INSTRUCTIONS = """\
@@ -119,6 +149,8 @@ class _Run:
 
 
 ToolContext = Context[_Run, Any]
+#: The retrieval tools' answer: the quoted context as text, the split as structured data.
+Verified = Annotated[CallToolResult, VerifiedContextOut]
 
 _KINDS: tuple[tuple[type[VerifiedMemoryError], str], ...] = (
     (ValidationError, "invalid input"),
@@ -136,7 +168,10 @@ def _errors(fn: Callable[P, R]) -> Callable[P, R]:
     Each call is one pass under the server's time limit (``verified_memory.budget``):
     what it had no time to read is ``unverifiable``, and rejected credentials are an
     error, never an answer that looks checked. Stored text in the answer has its
-    invisible characters shown as ``<U+...>`` (``prompt.reveal``)."""
+    invisible characters shown as ``<U+...>`` (``prompt.reveal``).
+
+    The tool's description is its docstring without the indentation a docstring
+    carries (clients show it as it comes)."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -152,10 +187,13 @@ def _errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise ToolError(sanitize(f"{kind}: {exc}")) from exc
         return _revealed(result)
 
+    wrapper.__doc__ = inspect.cleandoc(fn.__doc__ or "")
     return wrapper
 
 
 def _revealed(result: R) -> R:
+    if isinstance(result, BaseModel):
+        return cast(R, type(result).model_validate(reveal(result.model_dump())))
     if isinstance(result, CallToolResult):
         return result.model_copy(update={
             "content": [TextContent(type="text", text=sanitize(c.text))
@@ -166,18 +204,6 @@ def _revealed(result: R) -> R:
 
 def _run(ctx: ToolContext) -> _Run:
     return ctx.request_context.lifespan_context
-
-
-def _prompt_text(name: str) -> str:
-    """A file of ``prompts/``: packaged in the wheel, or at the top of a checkout."""
-    filename = f"{name}.md"
-    packaged = resources.files("verified_memory").joinpath("prompts", filename)
-    if packaged.is_file():
-        return packaged.read_text(encoding="utf-8")
-    checkout = Path(__file__).resolve().parent.parent / "prompts" / filename
-    if checkout.is_file():
-        return checkout.read_text(encoding="utf-8")
-    raise NotFound(f"prompt file {filename} is not installed with verified-memory")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -219,7 +245,9 @@ DryRunArg = Annotated[bool, Field(
     description="Check without changing memories (no refresh, no invalidation), even at "
                 "the main line's tip. Off the tip (another branch, a pull request under "
                 "review) a check never changes memories anyway.")]
-CitationsArg = Annotated[list[CitationIn], Field(min_length=1, max_length=50)]
+CitationsArg = Annotated[list[CitationIn], Field(min_length=1, max_length=50, description=(
+    "The code that shows the fact: 1 to 50 places (file and lines), the smallest that "
+    "prove it."))]
 SubjectArg = Annotated[str, Field(min_length=1, max_length=200,
                                   description="Brief topic, e.g. 'API version synchronization'.")]
 FactArg = Annotated[str, Field(min_length=1, max_length=20_000,
@@ -227,11 +255,17 @@ FactArg = Annotated[str, Field(min_length=1, max_length=20_000,
                                            "cited code shows it is true.")]
 ReasonArg = Annotated[str | None, Field(description="Why it matters: what it prevents.")]
 TagsArg = Annotated[list[str] | None, Field(description="Short tags, e.g. ['api', 'release'].")]
-TextArg = Annotated[str | None, Field(max_length=2000)]
 CategoryArg = Annotated[str | None, Field(max_length=100, description=(
-    "Only memories of this category (convention, invariant, gotcha, decision, "
-    "business_rule, pattern, or your own)."))]
+    "A category: convention, invariant, gotcha, decision, pattern, business_rule (waits "
+    "for a person's approval), or your own."))]
 TagArg = Annotated[str | None, Field(max_length=100, description="Only memories with this tag.")]
+FilterCategoryArg = Annotated[str | None, Field(max_length=100, description=(
+    "Only memories of this category (convention, invariant, gotcha, decision, pattern, "
+    "business_rule, or your own)."))]
+CreatedByArg = Annotated[str | None, Field(max_length=2000, description=(
+    "Who stores it: your agent's name, for the audit trail."))]
+NoteArg = Annotated[str | None, Field(max_length=2000, description=(
+    "What happened, in a sentence (e.g. which test failed)."))]
 
 
 # --------------------------------------------------------------------------- outputs
@@ -383,7 +417,7 @@ def build_server(service_factory: ServiceFactory, *,
         finally:
             run.close()
 
-    server: MCPServer[_Run] = MCPServer(
+    server: MCPServer[_Run] = _Server(
         "verified-memory", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
     _add_tools(server)
     _add_prompts(server)
@@ -395,35 +429,41 @@ def _add_tools(server: MCPServer[_Run]) -> None:
     verifying = ToolAnnotations(read_only_hint=False, destructive_hint=False,
                                 idempotent_hint=False, open_world_hint=False)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+    @server.tool(title="Store a memory",
+                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
                                              open_world_hint=False))
     @_errors
     def memory_store(ctx: ToolContext, subject: SubjectArg, fact: FactArg,
                      citations: CitationsArg, repo: RepoArg = None, reason: ReasonArg = None,
-                     category: TextArg = None, tags: TagsArg = None,
-                     created_by: TextArg = None, ref: RefArg = "HEAD") -> dict[str, Any]:
+                     category: CategoryArg = None, tags: TagsArg = None,
+                     created_by: CreatedByArg = None, ref: RefArg = "HEAD") -> StoredOut:
         """Store a durable convention or invariant you discovered, with citations to the
         code that shows it (file and lines). Call it when you learned something a future
         session would otherwise have to rediscover: a sync rule between files, a naming
         convention, a multi-file edit that must happen together. Do not store temporary
         workarounds, TODOs or one-off fixes. Each citation is fingerprinted at `ref` (or
         its own `sha`); a citation pointing at nothing (missing file, lines past the
-        end, blank lines) is refused and nothing is stored."""
+        end, blank lines) is refused and nothing is stored. If a memory already says the
+        same about the same code, it is refreshed instead (duplicate: true, its id);
+        memories citing the same code that say something else are named in conflicts:
+        settle them (memory_supersede or memory_invalidate). A business rule waits for a
+        person's approval (status pending)."""
         run = _run(ctx)
         data = {"repo": run.repo(repo), "subject": subject, "fact": fact,
                 "citations": [c.as_dict() for c in citations], "reason": reason,
                 "category": category, "tags": tags or [],
                 "created_by": created_by or _agent(ctx)}
         stored = run.service().store(data, ref=ref)
-        return {**_record(stored.memory), "duplicate": stored.duplicate,
-                "conflicts": list(stored.conflicts), "warnings": list(stored.warnings)}
+        return StoredOut.model_validate({**_record(stored.memory), "duplicate": stored.duplicate,
+                                         "conflicts": list(stored.conflicts),
+                                         "warnings": list(stored.warnings)})
 
-    @server.tool(annotations=verifying)
+    @server.tool(title="Recent verified memories", annotations=verifying)
     @_errors
     def memory_get_recent(ctx: ToolContext, repo: RepoArg = None, limit: LimitArg = 20,
                           hydration: HydrationArg = "full", budget: BudgetArg = DEFAULT_BUDGET,
                           ref: RefArg = "HEAD", dry_run: DryRunArg = False,
-                          category: CategoryArg = None, tag: TagArg = None) -> CallToolResult:
+                          category: FilterCategoryArg = None, tag: TagArg = None) -> Verified:
         """The repository's most recently confirmed memories, verified against the code
         now. Call it at the start of a task (or when the session began without verified
         memories) to learn this codebase's conventions. Only memories whose citations all
@@ -437,7 +477,7 @@ def _add_tools(server: MCPServer[_Run]) -> None:
         return _verified(service, name, found, ref=ref, hydration=hydration, budget=budget,
                          query=None, dry_run=dry_run)
 
-    @server.tool(annotations=verifying)
+    @server.tool(title="Search verified memories", annotations=verifying)
     @_errors
     def memory_search(ctx: ToolContext,
                       query: Annotated[str, Field(min_length=1, max_length=500, description=(
@@ -448,7 +488,7 @@ def _add_tools(server: MCPServer[_Run]) -> None:
                       safe_mode: Annotated[bool, Field(description=(
                           "For code that ships: weigh tag penalties fully and leave out "
                           "memories tagged POISON_PATH or PHANTOM_PATTERN."))] = False,
-                      category: CategoryArg = None, tag: TagArg = None) -> CallToolResult:
+                      category: FilterCategoryArg = None, tag: TagArg = None) -> Verified:
         """Full-text search of the repository's memories, verified against the code now,
         most relevant first (memories tagged COMPLETION_DRIVE, POISON_PATH,
         PHANTOM_PATTERN or UNVERIFIED_CLAIM rank lower). Call it when you start work on
@@ -463,7 +503,7 @@ def _add_tools(server: MCPServer[_Run]) -> None:
         return _verified(service, name, found, ref=ref, hydration=hydration, budget=budget,
                          query=query, dry_run=dry_run)
 
-    @server.tool(annotations=verifying)
+    @server.tool(title="Verified memories citing a file", annotations=verifying)
     @_errors
     def memory_search_by_path(
             ctx: ToolContext,
@@ -471,11 +511,12 @@ def _add_tools(server: MCPServer[_Run]) -> None:
                                        description="File path relative to the repository root.")],
             line_start: Annotated[int | None, Field(ge=1, description=(
                 "Only memories citing lines from here (with line_end).")) ] = None,
-            line_end: Annotated[int | None, Field(ge=1)] = None,
+            line_end: Annotated[int | None, Field(ge=1, description=(
+                "Last line of that range, inclusive (default: line_start)."))] = None,
             repo: RepoArg = None, limit: LimitArg = 50, hydration: HydrationArg = "full",
             budget: BudgetArg = DEFAULT_BUDGET, ref: RefArg = "HEAD",
-            dry_run: DryRunArg = False, category: CategoryArg = None,
-            tag: TagArg = None) -> CallToolResult:
+            dry_run: DryRunArg = False, category: FilterCategoryArg = None,
+            tag: TagArg = None) -> Verified:
         """Memories that cite a file (or lines of it), verified against the code now.
         Call it before you edit a file, or when you review a change to it, to learn the
         conventions that apply there. Only memories whose citations all still hold are
@@ -492,34 +533,39 @@ def _add_tools(server: MCPServer[_Run]) -> None:
         return _verified(service, name, found, ref=ref, hydration=hydration, budget=budget,
                          query=None, dry_run=dry_run)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+    @server.tool(title="Confirm a memory still holds",
+                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
                                              idempotent_hint=True, open_world_hint=False))
     @_errors
-    def memory_refresh(ctx: ToolContext, memory_id: MemoryIdArg) -> dict[str, Any]:
+    def memory_refresh(ctx: ToolContext, memory_id: MemoryIdArg) -> MemoryOut:
         """Mark a memory as still useful. Call it after you read its cited code and found
         that it still supports the fact, typically before you apply the memory. Refreshed
         memories rank higher in memory_get_recent, so the next session sees them first."""
-        return _record(_run(ctx).service().refresh(memory_id))
+        return MemoryOut.model_validate(_record(_run(ctx).service().refresh(memory_id)))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
+    @server.tool(title="Retire a wrong memory",
+                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
                                              open_world_hint=False))
     @_errors
     def memory_invalidate(ctx: ToolContext, memory_id: MemoryIdArg,
                           reason: Annotated[str, Field(min_length=1, max_length=2000, description=(
                               "What you found: which citation no longer supports the fact."))],
-                          ) -> dict[str, Any]:
+                          ) -> MemoryOut:
         """Retire a memory for good. Call it when its cited code no longer supports its
         fact (or contradicts it) and you have no corrected version to offer; with one, use
         memory_supersede instead. An invalid memory is never shown to agents again."""
-        return _record(_run(ctx).service().invalidate(memory_id, reason))
+        return MemoryOut.model_validate(_record(_run(ctx).service().invalidate(memory_id,
+                                                                                 reason)))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
+    @server.tool(title="Replace a memory with a correction",
+                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
                                              open_world_hint=False))
     @_errors
     def memory_supersede(ctx: ToolContext, memory_id: MemoryIdArg, subject: SubjectArg,
                          fact: FactArg, citations: CitationsArg, reason: ReasonArg = None,
-                         category: TextArg = None, tags: TagsArg = None,
-                         created_by: TextArg = None, ref: RefArg = "HEAD") -> dict[str, Any]:
+                         category: CategoryArg = None, tags: TagsArg = None,
+                         created_by: CreatedByArg = None, ref: RefArg = "HEAD",
+                         ) -> SupersededOut:
         """Replace an active memory that is wrong or outdated with a corrected one (new
         fact, new citations), atomically; the old one points at the new one. Call it when
         the cited code changed and you know what is true now. Fails with a conflict if the
@@ -529,15 +575,16 @@ def _add_tools(server: MCPServer[_Run]) -> None:
                 "reason": reason, "category": category, "tags": tags or [],
                 "created_by": created_by}
         new = service.supersede(memory_id, data, ref=ref)
-        return {"superseded": memory_id, "memory": _record(new)}
+        return SupersededOut.model_validate({"superseded": memory_id, "memory": _record(new)})
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+    @server.tool(title="Point a memory at moved code",
+                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
                                              idempotent_hint=True, open_world_hint=False))
     @_errors
     def memory_recite(ctx: ToolContext, memory_id: MemoryIdArg, citations: CitationsArg,
                       ref: RefArg = "HEAD",
                       reason: Annotated[str | None, Field(max_length=2000, description=(
-                          "Why the citations moved."))] = None) -> dict[str, Any]:
+                          "Why the citations moved."))] = None) -> RecitedOut:
         """Point a memory at new lines in one atomic step. Call it when its fact still
         holds but the code that shows it moved further than verification could follow
         (the memory may be invalid because of that: it becomes active again). The new
@@ -546,40 +593,43 @@ def _add_tools(server: MCPServer[_Run]) -> None:
         service = _run(ctx).service()
         memory = service.recite(memory_id, [c.as_dict() for c in citations], ref=ref,
                                 reason=reason)
-        return {"memory": _record(memory), "standing": service.standing(memory)}
+        return RecitedOut.model_validate({"memory": _record(memory),
+                                          "standing": service.standing(memory)})
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+    @server.tool(title="Record that a memory was used",
+                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
                                              open_world_hint=False))
     @_errors
     def memory_log_applied(ctx: ToolContext, memory_id: MemoryIdArg,
                            task: Annotated[str | None, Field(max_length=500, description=(
                                "What you used it for, in a few words."))] = None,
-                           ) -> dict[str, Any]:
+                           ) -> AppliedOut:
         """Record that you used a verified memory in your task (it shaped code you wrote,
         a review comment, a decision). Call it once per memory per task, after applying
         it; then report how it went with memory_feedback."""
         service = _run(ctx).service()
         memory = (service.log_applied(memory_id, task=task) if task
                   else service.log_applied(memory_id))
-        return {"id": memory.id, "applied_count": memory.applied_count,
-                "status": memory.status.value}
+        return AppliedOut(id=memory.id, applied_count=memory.applied_count,
+                          status=memory.status.value)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+    @server.tool(title="Report whether a memory helped",
+                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
                                              open_world_hint=False))
     @_errors
     def memory_feedback(ctx: ToolContext, memory_id: MemoryIdArg,
                         outcome: Annotated[Literal["success", "failure"], Field(description=(
                             "success: applying the memory helped (tests passed, the review "
                             "comment was right). failure: it misled you."))],
-                        note: TextArg = None) -> dict[str, Any]:
+                        note: NoteArg = None) -> FeedbackOut:
         """Report whether applying a memory worked. Call it after memory_log_applied, once
         you know the outcome; on failure also fix the memory (memory_supersede or
         memory_invalidate) if its fact was wrong."""
         event = _run(ctx).service().feedback(memory_id, outcome, note)
-        return {"memory_id": memory_id, "outcome": outcome,
-                "note": event.detail.get("note"), "recorded_at": event.at.isoformat()}
+        return FeedbackOut(memory_id=memory_id, outcome=outcome, note=event.detail.get("note"),
+                           recorded_at=event.at.isoformat())
 
-    @server.tool(annotations=read_only)
+    @server.tool(title="Read cited code", annotations=read_only)
     @_errors
     def memory_read_citation(
             ctx: ToolContext,
@@ -588,7 +638,7 @@ def _add_tools(server: MCPServer[_Run]) -> None:
             line_start: Annotated[int, Field(ge=1, description="First line, 1-indexed.")],
             line_end: Annotated[int | None, Field(ge=1, description=(
                 "Last line, inclusive (default: line_start)."))] = None,
-            repo: RepoArg = None, ref: RefArg = "HEAD") -> dict[str, Any]:
+            repo: RepoArg = None, ref: RefArg = "HEAD") -> CitationReadOut:
         """The cited lines as they are at `ref` now. Call it for every citation of a
         memory before you rely on the memory, and check that the code still says what
         the fact claims: verification proves the code is still there, only reading
@@ -597,10 +647,10 @@ def _add_tools(server: MCPServer[_Run]) -> None:
         name = run.repo(repo)
         end = line_end if line_end is not None else line_start
         code = run.service().read_citation(name, path, (line_start, end), ref=ref)
-        return {"repo": name, "ref": ref, "path": path, "line_start": line_start,
-                "line_end": end, "code": code}
+        return CitationReadOut(repo=name, ref=ref, path=path, line_start=line_start,
+                               line_end=end, code=code)
 
-    @server.tool(annotations=verifying)
+    @server.tool(title="Check citations against the code", annotations=verifying)
     @_errors
     def memory_verify_citations(
             ctx: ToolContext, citations: Annotated[list[CitationIn] | None, Field(
@@ -611,7 +661,7 @@ def _add_tools(server: MCPServer[_Run]) -> None:
             repo: RepoArg = None, ref: RefArg = "HEAD",
             include_code: Annotated[bool, Field(description=(
                 "Also return the code at each citation's current place."))] = False,
-    ) -> dict[str, Any]:
+    ) -> VerifyCitationsOut:
         """Check citations against the code at `ref`: valid, relocated (moved; the new
         place is given), changed, missing, or unverifiable (the code could not be read:
         no verdict). Call it with `memory_id` to re-check a memory before you rely on it
@@ -628,7 +678,7 @@ def _add_tools(server: MCPServer[_Run]) -> None:
             name = verification.memory.repo
             checks = [_check(c, _code_at(service, name, c, verification.revision, include_code))
                       for c in verification.checks]
-            return _summary(verification, checks)
+            return VerifyCitationsOut.model_validate(_summary(verification, checks))
         name = run.repo(repo)
         revision = service.source_for(name).resolve(ref)
         out = []
@@ -641,47 +691,52 @@ def _add_tools(server: MCPServer[_Run]) -> None:
                             "error": str(exc)})
                 continue
             out.append(_check(check, _code_at(service, name, check, revision, include_code)))
-        return {"revision": revision} | _counts(out)
+        return VerifyCitationsOut.model_validate({"revision": revision} | _counts(out))
 
-    @server.tool(annotations=read_only)
+    @server.tool(title="Memories waiting for approval", annotations=read_only)
     @_errors
     def memory_pending(ctx: ToolContext, repo: RepoArg = None,
-                       limit: LimitArg = 50) -> dict[str, Any]:
+                       limit: LimitArg = 50) -> PendingOut:
         """Memories waiting for approval (a category that needs a person, business rules
         by default). Call it to see what is proposed but not yet in force: pending
         memories are never injected, and must not be used until approved."""
         run = _run(ctx)
-        found = run.service().pending(run.repo(repo), limit=limit)
-        return {"pending": [_record(m) for m in found]}
+        name = run.repo(repo)
+        found = run.service().pending(name, limit=limit)
+        return PendingOut.model_validate({"repo": name, "pending": [_record(m) for m in found]})
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+    @server.tool(title="Approve a pending memory",
+                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
                                              idempotent_hint=False, open_world_hint=False))
     @_errors
-    def memory_approve(ctx: ToolContext, memory_id: MemoryIdArg) -> dict[str, Any]:
+    def memory_approve(ctx: ToolContext, memory_id: MemoryIdArg) -> MemoryOut:
         """Approve a pending memory, making it active. Call it only when a person asked
         you to approve it. It is refused to whoever proposed the memory (another person
         or agent must approve it, unless configured otherwise)."""
-        return _record(_run(ctx).service().approve(memory_id, by=_agent(ctx)))
+        return MemoryOut.model_validate(
+            _record(_run(ctx).service().approve(memory_id, by=_agent(ctx))))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
+    @server.tool(title="Reject a pending memory",
+                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
                                              open_world_hint=False))
     @_errors
     def memory_reject(ctx: ToolContext, memory_id: MemoryIdArg,
                       reason: Annotated[str, Field(min_length=1, max_length=2000, description=(
-                          "Why the proposed memory is wrong."))]) -> dict[str, Any]:
+                          "Why the proposed memory is wrong."))]) -> MemoryOut:
         """Reject a pending memory: it becomes invalid, with the reason, and is never
         injected. Call it only when a person said the proposed rule is wrong. Like an
         approval, it is refused to whoever proposed the memory."""
-        return _record(_run(ctx).service().reject(memory_id, reason, by=_agent(ctx)))
+        return MemoryOut.model_validate(
+            _record(_run(ctx).service().reject(memory_id, reason, by=_agent(ctx))))
 
-    @server.tool(annotations=read_only)
+    @server.tool(title="Memory statistics", annotations=read_only)
     @_errors
-    def memory_stats(ctx: ToolContext, repo: RepoArg = None) -> dict[str, Any]:
+    def memory_stats(ctx: ToolContext, repo: RepoArg = None) -> StatsOut:
         """Counts of the repository's memories by status and of telemetry events
         (verified, invalidated, applied, feedback...), and the invalidation rate. Call it
         to judge how much to trust the memory of this repository, or for a report."""
         run = _run(ctx)
-        return run.service().stats(run.repo(repo)).to_dict()
+        return StatsOut.model_validate(run.service().stats(run.repo(repo)).to_dict())
 
 
 def _code_at(service: MemoryService, repo: str, check: CitationCheck, revision: str,
@@ -702,13 +757,13 @@ def _add_prompts(server: MCPServer[_Run]) -> None:
                                "verify before use, refresh, invalidate or supersede, store "
                                "only durable conventions with citations, log what was applied.")
     def memory_rules() -> str:
-        return _prompt_text("memory_rules")
+        return prompt_file("memory_rules")
 
     @server.prompt(title="Review bot",
                    description="Instructions for a code-review bot that cites the "
                                "repository's verified conventions in its comments.")
     def review_bot() -> str:
-        return _prompt_text("review_bot")
+        return prompt_file("review_bot")
 
     @server.prompt(title="Verified context",
                    description="The repository's memories that hold against the code now, "
@@ -718,21 +773,81 @@ def _add_prompts(server: MCPServer[_Run]) -> None:
                          hydration: str = "summary") -> str:
         try:
             run = _run(ctx)
+            level = Hydration.parse(hydration)  # bad input is the caller's, before any work
             with time_budget(run.time_limit) as budget:
                 context = run.service().context(run.repo(repo or None), query=query or None,
-                                                hydration=hydration)
+                                                hydration=level.value)
             if budget is not None and isinstance(budget.down, CredentialsRejected):
                 raise budget.down
         except VerifiedMemoryError as exc:
-            raise ValueError(sanitize(str(exc))) from exc
+            raise _prompt_error(exc) from exc
         return context.markdown
+
+
+def _prompt_error(exc: VerifiedMemoryError) -> MCPError:
+    """Our error as the protocol error a prompt answers with: bad arguments (an invalid
+    value, an unknown repository or memory) are invalid params the caller can fix;
+    anything else (the store or the code unavailable) an internal error that says
+    what failed, never a bare "Internal server error"."""
+    kind = next((k for cls, k in _KINDS if isinstance(exc, cls)), "error")
+    code = INVALID_PARAMS if isinstance(exc, ValidationError | NotFound) else INTERNAL_ERROR
+    return MCPError(code, sanitize(f"{kind}: {exc}"))
+
+
+class _Server(MCPServer[_Run]):
+    """The SDK's server, with prompt errors as invalid-params errors.
+
+    The SDK answers a prompt it cannot render (an unknown name, a missing or unexpected
+    argument) with a generic internal error and logs a traceback; the caller made the
+    mistake, so it gets ``-32602`` and a message saying which."""
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
+                         context: Context[_Run, Any] | None = None,
+                         ) -> GetPromptResult | InputRequiredResult:
+        try:
+            return await super().get_prompt(name, arguments, context)
+        except MCPError:
+            raise
+        except ValueError as exc:
+            cause: BaseException | None = exc  # the SDK wraps the argument check twice
+            while cause is not None and not isinstance(cause, PydanticError):
+                cause = cause.__cause__
+            message = str(exc)
+            if isinstance(cause, PydanticError):
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                    for e in cause.errors())
+                message = f"invalid arguments for prompt {name}: {problems}"
+            raise MCPError(INVALID_PARAMS, sanitize(message)) from exc
+
+
+def check_port(port: int, host: str = "127.0.0.1") -> None:
+    """Raise, in one line, when ``host:port`` cannot be listened on (another server
+    has it), before the HTTP server starts and logs its own failure."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            raise VerifiedMemoryError(
+                f"cannot serve MCP on http://{host}:{port}/mcp: {why} (is another vmem mcp "
+                "--http running?); pick a free port with --port N") from exc
 
 
 def serve(server: MCPServer[_Run], *, http: bool = False, port: int = DEFAULT_HTTP_PORT) -> None:
     """Run until the client goes away: stdio, or streamable HTTP on 127.0.0.1:``port``
-    (path ``/mcp``; loopback only: the tools read code and write memories)."""
-    if http:
-        server.run("streamable-http", host="127.0.0.1", port=port)
-    else:
+    (path ``/mcp``; loopback only: the tools read code and write memories). A port
+    that cannot be listened on is an error, whoever notices it first."""
+    if not http:
         server.run("stdio")
+        return
+    check_port(port)
+    try:
+        server.run("streamable-http", host="127.0.0.1", port=port)
+    except SystemExit as exc:  # uvicorn exits when it cannot bind (a race with check_port)
+        if exc.code in (0, None):
+            raise
+        raise VerifiedMemoryError(f"the MCP HTTP server on 127.0.0.1:{port} stopped: it "
+                                  "could not start (is the port taken?)") from exc
 

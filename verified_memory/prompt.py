@@ -31,9 +31,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
-from verified_memory.errors import ValidationError, VerifiedMemoryError
+from verified_memory.errors import NotFound, ValidationError, VerifiedMemoryError
 from verified_memory.models import (
     Decision,
     Location,
@@ -54,6 +56,7 @@ __all__ = [
     "estimate_tokens",
     "fence",
     "inline",
+    "prompt_file",
     "rank",
     "relevance",
     "render_context",
@@ -117,6 +120,20 @@ class Rendered:
     @property
     def included(self) -> tuple[str, ...]:
         return tuple(self.hydration)
+
+
+def prompt_file(name: str) -> str:
+    """A file of ``prompts/`` (``memory_rules``, ``review_bot``): packaged in the wheel,
+    or at the top of a checkout. Served as MCP prompts and written into clients' rules
+    files by ``vmem init``."""
+    filename = f"{name}.md"
+    packaged = resources.files("verified_memory").joinpath("prompts", filename)
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    checkout = Path(__file__).resolve().parent.parent / "prompts" / filename
+    if checkout.is_file():
+        return checkout.read_text(encoding="utf-8")
+    raise NotFound(f"prompt file {filename} is not installed with verified-memory")
 
 
 # --------------------------------------------------------------------------- quoting

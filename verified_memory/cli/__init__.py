@@ -26,6 +26,8 @@ from verified_memory.cli.env import (
     say,
     tell_not_checked,
 )
+from verified_memory.cli.hook import hook
+from verified_memory.cli.init import init
 from verified_memory.cli.quality import COMMANDS as QUALITY_COMMANDS
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
@@ -67,6 +69,8 @@ def cli(ctx: click.Context, db: str | None, directory: Path, time_limit: float |
 pass_env = click.make_pass_decorator(Env)
 cli.add_command(db)
 cli.add_command(review)
+cli.add_command(hook)
+cli.add_command(init)
 for _command in QUALITY_COMMANDS:
     cli.add_command(_command)
 
@@ -531,11 +535,12 @@ def mcp_command(env: Env, http: bool, port: int, repo: str | None, worktree: boo
     claude mcp add verified-memory -- vmem mcp
     vmem mcp --http --port 8765     # then http://127.0.0.1:8765/mcp
     """
-    from verified_memory.mcp_server import build_server, serve
+    from verified_memory.mcp_server import build_server, check_port, serve
 
     server = build_server(lambda: env.service(worktree=worktree),
                           default_repo=lambda: env.repo(repo), time_limit=env.seconds("context"))
     if http:
+        check_port(port)  # a busy port is one line and exit 1, not a server's log
         click.echo(f"vmem: serving MCP on http://127.0.0.1:{port}/mcp", err=True)
     serve(server, http=http, port=port)
 

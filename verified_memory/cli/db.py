@@ -11,8 +11,13 @@ __all__ = ["db"]
 
 
 def _url(ctx: click.Context) -> str | None:
+    """The store the command names; in CI one must be named (``cli.ci``)."""
+    from verified_memory.cli.ci import require_store
+
     env = ctx.find_root().obj
-    return getattr(env, "db", None)
+    url: str | None = getattr(env, "db", None)
+    require_store(url)
+    return url
 
 
 @click.group()

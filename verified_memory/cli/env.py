@@ -98,9 +98,11 @@ class Env:
                 source: CodeSource | None = None) -> MemoryService:
         """A service on the chosen store, reading code through ``source`` when given
         (closed with the service), else the working copy or GitHub, per repository."""
+        from verified_memory.cli.ci import require_store
         from verified_memory.config import Settings
         from verified_memory.store import open_store
 
+        require_store(self.db)  # in CI, never a throwaway store that checks nothing
         settings = Settings.from_env()
         factory = SourcesByRepo(lambda repo: self._source(repo, worktree, settings))
         return MemoryService(open_store(self.db, settings),

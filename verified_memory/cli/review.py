@@ -22,7 +22,16 @@ if TYPE_CHECKING:
     from verified_memory.review import ReviewReport
     from verified_memory.review.github import Posted
 
-__all__ = ["review"]
+__all__ = ["FAIL_ON", "FINDINGS_EXIT", "review"]
+
+#: ``--fail-on`` choices and the finding kinds (``FindingKind`` values) each turns into a
+#: failed check.
+FAIL_ON: dict[str, tuple[str, ...]] = {
+    "breaks": ("breaks", "deletes"),
+    "unverifiable": ("unverifiable",),
+}
+#: Exit code of a review whose findings ``--fail-on`` names (1 is an error, 2 usage).
+FINDINGS_EXIT = 3
 
 
 @click.command("review")
@@ -41,10 +50,16 @@ __all__ = ["review"]
 @click.option("--apply", is_flag=True,
               help="After the merge: refresh, relocate or invalidate the memories for real "
                    "(without it only telemetry is written). Refused for an unmerged --pr.")
+@click.option("--fail-on", "fail_on", multiple=True, type=click.Choice(list(FAIL_ON)),
+              help="Exit 3 (a red check) when the change breaks or deletes cited code "
+                   "(breaks), or when a touched memory could not be verified "
+                   "(unverifiable); repeatable. The report is printed (and posted) first. "
+                   "[default: exit 0 whatever the findings]")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 @click.pass_context
 def review(ctx: click.Context, base: str | None, head: str | None, number: int | None,
-           repo: str | None, post: bool, apply: bool, as_json: bool) -> None:
+           repo: str | None, post: bool, apply: bool, fail_on: tuple[str, ...],
+           as_json: bool) -> None:
     """Remind a change's author of the conventions it touches: find the memories whose
     citations overlap the changed lines, verify them at the head, and report each as
     holding (a reminder), broken, deleted or unverifiable, with links to the cited code.
@@ -53,6 +68,7 @@ def review(ctx: click.Context, base: str | None, head: str | None, number: int |
     vmem review --base main --head HEAD
     vmem review --repo acme/app --pr 412 --post      # in CI, GITHUB_TOKEN set
     vmem review --base OLD_SHA --head main --apply   # after the merge
+    vmem review --pr 412 --post --fail-on breaks     # a red check when a convention breaks
     """
     from verified_memory.cli.render import Output
 
@@ -74,6 +90,18 @@ def review(ctx: click.Context, base: str | None, head: str | None, number: int |
     tell_not_checked(env, [f.verification for f in report.findings])
     if failure is not None:
         raise failure
+    _fail_on(report, fail_on)
+
+
+def _fail_on(report: ReviewReport, fail_on: tuple[str, ...]) -> None:
+    kinds = [kind for choice in dict.fromkeys(fail_on) for kind in FAIL_ON[choice]]
+    found = [f.kind.value for f in report.findings if f.kind.value in kinds]
+    if not found:
+        return
+    counts = ", ".join(f"{found.count(kind)} {kind}" for kind in kinds if kind in found)
+    click.echo(f"vmem: failing the check (--fail-on {' '.join(dict.fromkeys(fail_on))}): "
+               f"{counts}", err=True)
+    sys.exit(FINDINGS_EXIT)
 
 
 def _review_local(env: Env, base: str | None, head: str | None, repo: str | None,

@@ -1,0 +1,167 @@
+"""``vmem init``: wire verified memory into a coding agent's client in one command.
+
+For each client (``clients.py``): the MCP server entry, the session hooks the client
+has, and the memory rules in the client's rules file, merged into the files that are
+there without clobbering them (``files.py``). ``plan`` computes every new file before
+anything is written, so a file that cannot be edited safely stops the whole run with
+nothing changed; ``write`` then replaces each file atomically. ``check`` says, part by
+part, what is wired.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from verified_memory.errors import ValidationError
+from verified_memory.prompt import prompt_file
+from verified_memory.setup.clients import CLIENTS, SERVER_NAME, Part, parts_for
+
+__all__ = ["CLIENTS", "SERVER_NAME", "Change", "Wiring", "check", "plan", "write"]
+
+#: The most a client's configuration file may be for us to read it (they are small).
+MAX_FILE = 4 * 1024 * 1024
+
+
+def _read(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    if path.is_symlink() or not path.is_file():
+        raise ValidationError(f"{path} is not a regular file: vmem init edits regular files "
+                              "only")
+    if path.stat().st_size > MAX_FILE:
+        raise ValidationError(f"{path} is larger than {MAX_FILE:,} bytes")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{path} is not UTF-8 text ({exc.reason} at byte "
+                              f"{exc.start})") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A file's text before (None: it does not exist) and after ``vmem init``."""
+
+    path: str  # relative to the root, with /
+    old: str | None
+    new: str
+    parts: tuple[Part, ...]
+
+    @property
+    def changed(self) -> bool:
+        return self.old != self.new
+
+    def diff(self) -> str:
+        """A unified diff, as ``git diff`` shows a new or changed file."""
+        old = [] if self.old is None else self.old.splitlines(keepends=True)
+        new = self.new.splitlines(keepends=True)
+        lines = difflib.unified_diff(old, new, fromfile="/dev/null" if self.old is None
+                                     else f"a/{self.path}", tofile=f"b/{self.path}")
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of "
+                       "file\n" for line in lines)
+
+
+def _parts(clients: Sequence[str], command: str) -> list[Part]:
+    rules = prompt_file("memory_rules")
+    unknown = [c for c in clients if c not in CLIENTS]
+    if unknown:
+        raise ValidationError(f"unknown client {unknown[0]!r}: choose from "
+                              f"{', '.join(CLIENTS)}")
+    return [part for client in dict.fromkeys(clients)
+            for part in parts_for(client, command, rules)]
+
+
+def plan(root: Path, clients: Sequence[str], *, command: str = "vmem") -> list[Change]:
+    """Every file ``vmem init`` would write for ``clients``, in order, with its text
+    before and after. Raises ``ValidationError`` (nothing is written then) for a file
+    that cannot be edited safely, naming it."""
+    by_path: dict[str, list[Part]] = {}
+    for part in _parts(clients, command):
+        by_path.setdefault(part.path, []).append(part)
+    changes = []
+    for relative, parts in by_path.items():
+        path = root / relative
+        old = _read(path)
+        new = old
+        for part in parts:
+            new = part.update(new, relative)
+        assert new is not None
+        changes.append(Change(relative, old, new, tuple(parts)))
+    return changes
+
+
+def write(root: Path, changes: Sequence[Change]) -> list[Change]:
+    """Write the changed files, each atomically (a temporary file in its directory,
+    renamed over it; an existing file keeps its mode). Returns those written."""
+    written = []
+    for change in changes:
+        if not change.changed:
+            continue
+        path = root / change.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = path.stat().st_mode & 0o7777 if path.exists() else None
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".vmem-init")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+                fh.write(change.new)
+            if mode is not None:
+                os.chmod(temporary, mode)
+            else:
+                os.chmod(temporary, 0o666 & ~_umask())
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+        written.append(change)
+    return written
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+Status = Literal["wired", "outdated", "missing", "unreadable"]
+
+
+@dataclass(frozen=True, slots=True)
+class Wiring:
+    """Where one part of one client stands."""
+
+    client: str
+    what: str
+    path: str
+    status: Status
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"client": self.client, "what": self.what, "path": self.path,
+                "status": self.status, "detail": self.detail}
+
+
+def check(root: Path, clients: Sequence[str], *, command: str = "vmem") -> list[Wiring]:
+    """Each part of each client: ``wired`` (there, and as ``vmem init`` would write it),
+    ``outdated`` (there, but different: re-run ``vmem init``), ``missing``, or
+    ``unreadable`` (the file cannot be read or edited; ``detail`` says why)."""
+    out = []
+    for part in _parts(clients, command):
+        path = root / part.path
+        try:
+            text = _read(path)
+            if not part.present(text):
+                out.append(Wiring(part.client, part.what, part.path, "missing"))
+                continue
+            wired = part.same(part.update(text, part.path), text)
+        except ValidationError as exc:
+            out.append(Wiring(part.client, part.what, part.path, "unreadable", str(exc)))
+            continue
+        out.append(Wiring(part.client, part.what, part.path,
+                          "wired" if wired else "outdated"))
+    return out

@@ -1,0 +1,219 @@
+"""Edits to clients' configuration files that keep everything that is not ours.
+
+Each function takes a file's text (None when the file does not exist) and returns the
+new text: our entry added or brought up to date, the rest as it was. JSON keeps its key
+order and indentation; TOML and markdown are edited as text, line by line, so comments
+survive. A file we cannot edit safely (JSON with comments, a TOML table written in a
+form we do not edit) is a ``ValidationError`` saying what to add by hand; nothing is
+written then.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from verified_memory.errors import ValidationError
+
+__all__ = [
+    "BLOCK_BEGIN",
+    "BLOCK_END",
+    "is_ours",
+    "load_json",
+    "markdown_block",
+    "merge_hooks",
+    "merge_server",
+    "parse_text",
+    "toml_server",
+]
+
+BLOCK_BEGIN = ("<!-- verified-memory:begin (written by `vmem init`; `vmem init` replaces "
+               "what is between these lines) -->")
+BLOCK_END = "<!-- verified-memory:end -->"
+_BLOCK = re.compile(r"<!-- verified-memory:begin\b[^\n]*-->\n.*?<!-- verified-memory:end -->\n?",
+                    flags=re.S)
+#: A hook command of ours: `vmem ... hook EVENT` (or the older `vmem context --hook`),
+#: whatever path or wrapper runs vmem.
+_OURS = re.compile(r"(?:^|[\s/\\\"'])(?:vmem|verified_memory)\b.*"
+                   r"\b(?:hook\s+(?:session-start|prompt|stop)|context\s.*--hook)\b")
+
+
+def is_ours(command: object) -> bool:
+    return isinstance(command, str) and _OURS.search(command) is not None
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def load_json(text: str | None, where: str) -> dict[str, Any]:
+    """A JSON object file's content ({} when it does not exist or is empty)."""
+    if text is None or not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(
+            f"{where} is not plain JSON ({exc.msg} at line {exc.lineno} column {exc.colno}; "
+            "comments and trailing commas are not kept by a rewrite): fix it, or add the "
+            "entry `vmem init --dry-run` shows by hand") from None
+    if not isinstance(data, dict):
+        raise ValidationError(f"{where} holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _indent(text: str | None) -> int | str:
+    """The indentation a JSON file uses (2 spaces for a new one)."""
+    for line in (text or "").splitlines()[1:]:
+        stripped = line.lstrip(" \t")
+        if stripped and len(stripped) < len(line):
+            lead = line[: len(line) - len(stripped)]
+            return "\t" if lead.startswith("\t") else len(lead)
+    return 2
+
+
+def _dump(data: Mapping[str, Any], like: str | None) -> str:
+    return json.dumps(data, indent=_indent(like), ensure_ascii=False) + "\n"
+
+
+def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = data.setdefault(key, {})
+    if not isinstance(value, dict):
+        raise ValidationError(f"{where}: {key!r} is a {type(value).__name__}, not an object")
+    return value
+
+
+def merge_server(text: str | None, where: str, key: str, name: str,
+                 entry: Mapping[str, Any]) -> str:
+    """The MCP server ``name`` under ``key`` (``mcpServers``, VS Code's ``servers``):
+    its fields set to ``entry``'s, fields of its own (``env``...) and other servers kept."""
+    data = load_json(text, where)
+    servers = _table(data, key, where)
+    current = servers.get(name)
+    merged = dict(current) if isinstance(current, dict) else {}
+    merged.update(entry)
+    servers[name] = merged
+    return _dump(data, text)
+
+
+def merge_hooks(text: str | None, where: str, hooks: Mapping[str, Sequence[Mapping[str, Any]]],
+                *, grouped: bool, top: Mapping[str, Any] | None = None) -> str:
+    """Our hooks set under ``"hooks"``: each event's entries of ours replaced by
+    ``hooks[event]``, everyone else's kept in place.
+
+    ``grouped``: Claude Code and Codex nest commands in matcher groups
+    (``{"matcher": ..., "hooks": [{"command": ...}]}``); Cursor and VS Code list the
+    commands themselves. ``top``: keys the file must have (Cursor's ``version``)."""
+    data = load_json(text, where)
+    for field, value in (top or {}).items():
+        data.setdefault(field, value)
+    table = _table(data, "hooks", where)
+    for event, ours in hooks.items():
+        entries = table.get(event, [])
+        if not isinstance(entries, list):
+            raise ValidationError(f"{where}: hooks.{event} is not a list")
+        if grouped:
+            kept = [g for g in (_without_ours(e) for e in entries) if g is not None]
+        else:
+            kept = [e for e in entries if not (isinstance(e, dict) and is_ours(e.get("command")))]
+        table[event] = [*kept, *ours]
+    return _dump(data, text)
+
+
+def _without_ours(group: Any) -> Any:
+    """A matcher group without our commands; None when nothing else was in it."""
+    if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+        return group
+    others = [h for h in group["hooks"] if not (isinstance(h, dict) and is_ours(h.get("command")))]
+    if len(others) == len(group["hooks"]):
+        return group
+    return {**group, "hooks": others} if others else None
+
+
+# --------------------------------------------------------------------------- TOML
+
+
+def _toml_string(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)  # a JSON string is a TOML basic string
+
+
+def toml_server(text: str | None, where: str, name: str, command: str,
+                args: Sequence[str]) -> str:
+    """``[mcp_servers.NAME]`` with ``command`` and ``args`` set, as text: the table's
+    other keys, its subtables and the rest of the file (comments too) kept."""
+    text = text or ""
+    try:
+        before = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValidationError(f"{where} is not valid TOML: {exc}") from None
+    lines = text.splitlines(keepends=True)
+    header = re.compile(rf"^\s*\[\s*mcp_servers\s*\.\s*(?:{re.escape(name)}|\"{re.escape(name)}\")"
+                        r"\s*\]\s*(?:#.*)?$")
+    set_lines = [f"command = {_toml_string(command)}\n",
+                 f"args = [{', '.join(_toml_string(a) for a in args)}]\n"]
+    at = next((i for i, line in enumerate(lines) if header.match(line)), None)
+    if at is None:
+        if isinstance(before.get("mcp_servers"), dict) and name in before["mcp_servers"]:
+            raise ValidationError(
+                f"{where} defines mcp_servers.{name} in a form vmem init does not edit (an "
+                f"inline table or dotted keys): set its command to {command!r} and args to "
+                f"{list(args)!r} by hand")
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        gap = ["\n"] if lines and lines[-1].strip() else []
+        lines += [*gap, f"[mcp_servers.{name}]\n", *set_lines]
+    else:
+        end = next((i for i in range(at + 1, len(lines)) if lines[i].lstrip().startswith("[")),
+                   len(lines))
+        body = [line for line in lines[at + 1:end]
+                if not re.match(r"^\s*(?:command|args)\s*=", line)]
+        lines[at + 1:end] = [*set_lines, *body]
+    result = "".join(lines)
+    try:
+        after = tomllib.loads(result)["mcp_servers"][name]
+    except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+        raise ValidationError(f"{where}: could not set [mcp_servers.{name}] safely ({exc}); "
+                              "set its command and args by hand") from None
+    if after.get("command") != command or after.get("args") != list(args):
+        raise ValidationError(f"{where}: [mcp_servers.{name}] spreads command or args over "
+                              "several lines; set them by hand")
+    return result
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def markdown_block(text: str | None, body: str, *, preamble: str = "") -> str:
+    """Our block of ``body`` in a markdown file: replaced where it is, else appended
+    (a new file starts with ``preamble``, e.g. front matter)."""
+    block = f"{BLOCK_BEGIN}\n{body.rstrip()}\n{BLOCK_END}\n"
+    if text is None:
+        return preamble + block
+    if _BLOCK.search(text):
+        return _BLOCK.sub(lambda _: block, text, count=1)
+    if not text.strip():
+        return text + block
+    separator = "\n" if text.endswith("\n") else "\n\n"
+    return text + separator + block if not text.endswith("\n\n") else text + block
+
+
+def parse_text(kind: str) -> Callable[[str | None], Any]:
+    """How to compare two versions of a file of this kind for meaning, not layout:
+    JSON and TOML parsed, markdown as our block."""
+
+    def as_json(text: str | None) -> Any:
+        return load_json(text, "the file")
+
+    def as_toml(text: str | None) -> Any:
+        try:
+            return tomllib.loads(text or "")
+        except tomllib.TOMLDecodeError as exc:
+            raise ValidationError(f"not valid TOML: {exc}") from None
+
+    def as_markdown(text: str | None) -> Any:
+        found = _BLOCK.search(text or "")
+        return found.group(0).rstrip("\n") if found else None
+
+    return {"json": as_json, "toml": as_toml, "markdown": as_markdown}[kind]
