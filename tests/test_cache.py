@@ -40,3 +40,17 @@ def test_a_cache_needs_a_bound() -> None:
         BoundedCache()
     with pytest.raises(ValueError, match="go together"):
         BoundedCache(max_weight=3)
+
+
+def test_get_or_compute_keeps_none_and_computes_once() -> None:
+    cache: BoundedCache[str, int | None] = BoundedCache(4)
+    calls: list[str] = []
+
+    def compute() -> None:
+        calls.append("x")
+
+    assert cache.get_or_compute("k", compute) is None
+    assert cache.get_or_compute("k", compute) is None
+    assert calls == ["x"]  # a kept None is kept, not computed again
+    cache.clear()
+    assert len(cache) == 0

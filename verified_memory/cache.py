@@ -37,10 +37,11 @@ class BoundedCache(Generic[K, V]):
         self._lock = threading.Lock()
 
     def get(self, key: K) -> V | None:
-        """The value kept under ``key`` (now the most recently used), or None."""
+        """The value kept under ``key`` (now the most recently used), or None (absent,
+        or a kept None: ``get_or_compute`` tells the two apart)."""
         with self._lock:
             value = self._data.get(key)
-            if value is not None:
+            if key in self._data:
                 self._data.move_to_end(key)
             return value
 
@@ -49,10 +50,9 @@ class BoundedCache(Generic[K, V]):
         (so that two threads computing the same entry agree on one)."""
         weight = self._weigh(value) if self._weigh is not None else 0
         with self._lock:
-            held = self._data.get(key)
-            if held is not None:
+            if key in self._data:
                 self._data.move_to_end(key)
-                return held
+                return self._data[key]
             if self.max_weight is not None and weight > self.max_weight:
                 return value
             self._data[key] = value
@@ -63,6 +63,20 @@ class BoundedCache(Generic[K, V]):
                 if self._weigh is not None:
                     self._weight -= self._weigh(dropped)
             return value
+
+    def get_or_compute(self, key: K, compute: Callable[[], V]) -> V:
+        """The value under ``key``, computed (outside the lock) and kept when missing;
+        a kept ``None`` counts as kept."""
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        return self.put(key, compute())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self._weight = 0
 
     def __contains__(self, key: object) -> bool:
         return key in self._data

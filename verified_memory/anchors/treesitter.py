@@ -34,7 +34,6 @@ import importlib
 import logging
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -55,6 +54,7 @@ from verified_memory.anchors._languages import (
 )
 from verified_memory.anchors.hashing import BLANK, TextHasher, line_hashes
 from verified_memory.anchors.normalize import split_lines
+from verified_memory.cache import BoundedCache
 from verified_memory.models import Anchor
 
 if TYPE_CHECKING:
@@ -313,8 +313,9 @@ class DefinitionIndex:
     def __init__(self, maxsize: int = DEFAULT_CACHE_SIZE) -> None:
         self.maxsize = maxsize
         self.parses = 0
-        self._cache: OrderedDict[tuple[str, str], tuple[Definition, ...]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache: BoundedCache[tuple[str, str], tuple[Definition, ...]] = BoundedCache(
+            maxsize)
+        self._lock = threading.Lock()  # guards ``parses``
 
     def definitions(
         self, path: str, text: str, key: str | None = None,
@@ -332,25 +333,20 @@ class DefinitionIndex:
         if grammar is None:
             return ()
         cache_key = (language, key if key is not None else _digest(text))
-        with self._lock:
-            cached = self._cache.get(cache_key)
-            if cached is not None:
-                self._cache.move_to_end(cache_key)
-                return cached
-        try:
-            # ``hashes``: the caller's line hashes of this text (the verifier has them
-            # already), so the file is not hashed twice.
-            found = _extract(grammar, split_lines(text), hashes)
-        except Exception:  # a grammar bug must cost an anchor, not a verification
-            log.exception("tree-sitter failed on %s; using line hashes", path)
-            found = ()
-        with self._lock:
-            self.parses += 1
-            self._cache[cache_key] = found
-            self._cache.move_to_end(cache_key)
-            while len(self._cache) > self.maxsize:
-                self._cache.popitem(last=False)
-        return found
+
+        def parse() -> tuple[Definition, ...]:
+            try:
+                # ``hashes``: the caller's line hashes of this text (the verifier has
+                # them already), so the file is not hashed twice.
+                found = _extract(grammar, split_lines(text), hashes)
+            except Exception:  # a grammar bug must cost an anchor, not a verification
+                log.exception("tree-sitter failed on %s; using line hashes", path)
+                found = ()
+            with self._lock:
+                self.parses += 1
+            return found
+
+        return self._cache.get_or_compute(cache_key, parse)
 
     def anchor_for(
         self, path: str, text: str, line_start: int, line_end: int, key: str | None = None,
@@ -377,8 +373,7 @@ class DefinitionIndex:
         return found.anchor(line_start, language) if found is not None else None
 
     def clear(self) -> None:
-        with self._lock:
-            self._cache.clear()
+        self._cache.clear()
 
     def __len__(self) -> int:
         return len(self._cache)

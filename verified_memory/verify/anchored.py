@@ -54,7 +54,6 @@ provenance never has its file parsed.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -64,6 +63,7 @@ from verified_memory.anchors import treesitter
 from verified_memory.anchors.hashing import BLANK, hash_line
 from verified_memory.anchors.normalize import squeeze
 from verified_memory.anchors.similarity import similarity, similarity_of_hashes
+from verified_memory.cache import BoundedCache
 from verified_memory.errors import NotFound, SourceUnavailable
 from verified_memory.models import (
     Anchor,
@@ -122,7 +122,8 @@ class AnchorLocator(Locator, Origins):
         self.index = index if index is not None else treesitter.default_index()
         self.derive_anchors = derive_anchors
         Origins.__init__(self)
-        self._anchors: OrderedDict[tuple[str, str, int, int], Anchor | None] = OrderedDict()
+        self._anchors: BoundedCache[tuple[str, str, int, int], Anchor | None] = BoundedCache(
+            _ANCHORS_CACHE)
 
     # ------------------------------------------------------------------ step 2
 
@@ -420,16 +421,14 @@ class AnchorLocator(Locator, Origins):
                 or citation.fingerprint.anchor is not None):
             return citation
         key = (citation.blob_sha, citation.path, citation.line_start, citation.line_end)
-        if key in self._anchors:
-            anchor = self._anchors[key]
-        else:
+
+        def derive() -> Anchor | None:
             old = self._old_file(verifier, citation.blob_sha)
-            anchor = None if old is None else self.index.anchor_for(
+            return None if old is None else self.index.anchor_for(
                 citation.path, old.text, citation.line_start, citation.line_end,
                 key=old.blob_sha, hashes=old.hashes)
-            self._anchors[key] = anchor
-            while len(self._anchors) > _ANCHORS_CACHE:
-                self._anchors.popitem(last=False)
+
+        anchor = self._anchors.get_or_compute(key, derive)
         if anchor is None:
             return citation
         fingerprint = citation.fingerprint

@@ -15,12 +15,12 @@ commits, and a tree of a big repository is megabytes.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
 from verified_memory.anchors.hashing import BLANK
+from verified_memory.cache import BoundedCache
 from verified_memory.errors import NotFound
 from verified_memory.models import Citation, Location
 from verified_memory.verify import candidates
@@ -61,13 +61,18 @@ class Origins:
     """The history evidence, with its caches (a base of ``AnchorLocator``)."""
 
     def __init__(self) -> None:
-        self._diffs: OrderedDict[tuple[str, str],
-                                 tuple[candidates.ChangedFiles, dict[str, str]]] = OrderedDict()
-        self._old_trees: OrderedDict[str, Mapping[str, str] | None] = OrderedDict()
-        self._origins: OrderedDict[tuple[str, str], tuple[int, ...] | None] = OrderedDict()
-        self._foreign: dict[tuple[str, str, int, int], frozenset[int]] = {}
-        self._candidate_lists: OrderedDict[tuple[str, str, str],
-                                           tuple[list[str], frozenset[str]]] = OrderedDict()
+        self._diffs: BoundedCache[tuple[str, str],
+                                  tuple[candidates.ChangedFiles, dict[str, str]]] = (
+            BoundedCache(_TREES_CACHE))
+        self._old_trees: BoundedCache[str, Mapping[str, str] | None] = BoundedCache(
+            _TREES_CACHE)
+        self._origins: BoundedCache[tuple[str, str], tuple[int, ...] | None] = BoundedCache(
+            _ORIGINS_CACHE)
+        self._foreign: BoundedCache[tuple[str, str, int, int], frozenset[int]] = (
+            BoundedCache(_ORIGINS_CACHE))
+        self._candidate_lists: BoundedCache[tuple[str, str, str],
+                                            tuple[list[str], frozenset[str]]] = (
+            BoundedCache(_CANDIDATE_LISTS))
 
     def _origin_base(self, verifier: Verifier | None, citation: Citation) -> _Base | None:
         """The cited file as it was (for the cited file and its new name)."""
@@ -135,27 +140,18 @@ class Origins:
         if base is None or base.old is None:
             return frozenset()
         lo, hi = base.cited if base.cited is not None else (-1, -1)
-        key = (base.old.blob_sha, file.blob_sha, lo, hi)
-        found = self._foreign.get(key)
-        if found is None:
-            origins = self._origins_of(base.old, file)
-            found = frozenset() if origins is None else frozenset(
+        old = base.old
+
+        def compute() -> frozenset[int]:
+            origins = self._origins_of(old, file)
+            return frozenset() if origins is None else frozenset(
                 i for i, row in enumerate(origins) if row >= 0 and not lo <= row <= hi)
-            if len(self._foreign) >= _ORIGINS_CACHE:
-                self._foreign.pop(next(iter(self._foreign)))
-            self._foreign[key] = found
-        return found
+
+        return self._foreign.get_or_compute((old.blob_sha, file.blob_sha, lo, hi), compute)
 
     def _origins_of(self, old: FileText, new: FileText) -> tuple[int, ...] | None:
-        key = (old.blob_sha, new.blob_sha)
-        if key in self._origins:
-            self._origins.move_to_end(key)
-            return self._origins[key]
-        found = line_origins(old, new)
-        self._origins[key] = found
-        while len(self._origins) > _ORIGINS_CACHE:
-            self._origins.popitem(last=False)
-        return found
+        return self._origins.get_or_compute((old.blob_sha, new.blob_sha),
+                                            lambda: line_origins(old, new))
 
     def _old_file(self, verifier: Verifier, blob_sha: str | None) -> FileText | None:
         """A file at the citation's commit; None when it cannot exist any more (a
@@ -168,17 +164,13 @@ class Origins:
             return None
 
     def _old_tree(self, verifier: Verifier, sha: str) -> Mapping[str, str] | None:
-        if sha in self._old_trees:
-            self._old_trees.move_to_end(sha)
-            return self._old_trees[sha]
-        try:
-            found: Mapping[str, str] | None = verifier.source.tree(sha)
-        except NotFound:
-            found = None
-        self._old_trees[sha] = found
-        while len(self._old_trees) > _TREES_CACHE:
-            self._old_trees.popitem(last=False)
-        return found
+        def read() -> Mapping[str, str] | None:
+            try:
+                return verifier.source.tree(sha)
+            except NotFound:  # a commit that is gone (rewritten history)
+                return None
+
+        return self._old_trees.get_or_compute(sha, read)
 
     def _diff(self, verifier: Verifier, citation: Citation, revision: str,
               tree: Mapping[str, str]) -> tuple[candidates.ChangedFiles,
@@ -187,23 +179,18 @@ class Origins:
         old_sha = citation.sha
         if not old_sha or old_sha == revision:
             return None
-        key = (old_sha, revision)
-        if key in self._diffs:
-            self._diffs.move_to_end(key)
-            return self._diffs[key]
-        old_tree = self._old_tree(verifier, old_sha)
-        try:
-            renames = verifier.source.renames(old_sha, revision) if old_tree else []
-        except NotFound:  # the old commit is gone (rewritten history): nothing to follow
-            renames = []
-        before = old_tree or {}
-        found = (candidates.ChangedFiles([p for p, blob in tree.items()
-                                          if before.get(p) != blob]),
-                 {r.old: r.new for r in renames if r.new})
-        self._diffs[key] = found
-        while len(self._diffs) > _TREES_CACHE:
-            self._diffs.popitem(last=False)
-        return found
+        def compute() -> tuple[candidates.ChangedFiles, dict[str, str]]:
+            old_tree = self._old_tree(verifier, old_sha)
+            try:
+                renames = verifier.source.renames(old_sha, revision) if old_tree else []
+            except NotFound:  # the old commit is gone (rewritten history): no renames
+                renames = []
+            before = old_tree or {}
+            return (candidates.ChangedFiles([p for p, blob in tree.items()
+                                             if before.get(p) != blob]),
+                    {r.old: r.new for r in renames if r.new})
+
+        return self._diffs.get_or_compute((old_sha, revision), compute)
 
     def _candidates(self, verifier: Verifier, citation: Citation, revision: str,
                     tree: Mapping[str, str]) -> tuple[list[str], frozenset[str]]:
@@ -214,16 +201,13 @@ class Origins:
         diff = self._diff(verifier, citation, revision, tree)
         if diff is None or not citation.sha:
             return [], frozenset()
-        key = (citation.sha, revision, citation.path)
-        if key in self._candidate_lists:
-            self._candidate_lists.move_to_end(key)
-            return self._candidate_lists[key]
         changed, renamed = diff
-        first = candidates.successors(citation.path,
-                                      self._old_file(verifier, citation.blob_sha),
-                                      changed, tree, renamed, verifier.files)
-        found = changed.ordered(citation.path, first), frozenset(first)
-        self._candidate_lists[key] = found
-        while len(self._candidate_lists) > _CANDIDATE_LISTS:
-            self._candidate_lists.popitem(last=False)
-        return found
+
+        def compute() -> tuple[list[str], frozenset[str]]:
+            first = candidates.successors(citation.path,
+                                          self._old_file(verifier, citation.blob_sha),
+                                          changed, tree, renamed, verifier.files)
+            return changed.ordered(citation.path, first), frozenset(first)
+
+        return self._candidate_lists.get_or_compute((citation.sha, revision, citation.path),
+                                                    compute)
