@@ -345,8 +345,8 @@ def library_check(repo: GitRepo, items: list[dict[str, Any]], locator: AnchorLoc
             real = source.resolve
             monkeypatch.setattr(source, "resolve",
                                 lambda ref: resolved.append(ref) or real(ref))
-        return list(check_citations(source, [(c["id"], c) for c in items], "HEAD",
-                                    locator=locator))
+        return [r.to_dict() for r in check_citations(source, [(c["id"], c) for c in items],
+                                                     "HEAD", locator=locator)]
 
 
 def test_anchors_are_derived_only_when_a_step_needs_one(repo: GitRepo) -> None:
@@ -415,10 +415,10 @@ def test_workers_give_the_answers_of_one_process_in_input_order(
 
     monkeypatch.setattr(bulk, "_start_worker", start_and_record)
     with LocalGitSource(repo.path) as source:
-        alone = list(check_citations(source, items, "HEAD", jobs=1))
+        alone = [r.to_dict() for r in check_citations(source, items, "HEAD", jobs=1)]
         assert not started.exists()
         # eight CPUs' worth asked for, but 288 citations are worth two workers
-        shared = list(check_citations(source, items, "HEAD", jobs=8))
+        shared = [r.to_dict() for r in check_citations(source, items, "HEAD", jobs=8)]
     pids = set(started.read_text().split())
     assert len(pids) == 288 // bulk.CITATIONS_PER_WORKER == 2
     assert str(os.getpid()) not in pids
@@ -437,7 +437,8 @@ def test_small_runs_and_sources_that_cannot_reopen_stay_in_one_process(
     repo, items = many_files(tmp_path)
     monkeypatch.setattr(bulk, "_check_in_workers", lambda *a: pytest.fail("workers used"))
     with LocalGitSource(repo.path) as source:
-        few = list(check_citations(source, items[:bulk.PARALLEL_MIN], "HEAD", jobs=2))
+        few = [r.to_dict()
+               for r in check_citations(source, items[:bulk.PARALLEL_MIN], "HEAD", jobs=2)]
         assert len(few) == bulk.PARALLEL_MIN
         assert "status" in few[0]
 
@@ -482,6 +483,6 @@ def test_no_workers_where_forking_is_unsafe(tmp_path: Path,
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.setattr(bulk, "_check_in_workers", lambda *a: pytest.fail("workers used"))
     with LocalGitSource(repo.path) as source:
-        got = list(check_citations(source, items, "HEAD", jobs=2))
+        got = [r.to_dict() for r in check_citations(source, items, "HEAD", jobs=2)]
     assert len(got) == len(items)
     assert {r["status"] for r in got if "status" in r} == {"relocated"}

@@ -367,6 +367,31 @@ def test_code_that_cannot_be_read_is_marked_unverified_not_injected(
     assert check.memories.get(record["id"]).status is Status.ACTIVE
 
 
+def test_a_citation_whose_commit_cannot_be_read_is_unverifiable_not_missing(
+        repo: GitRepo, db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = LocalGitSource(repo.path)
+    server = build_server(lambda: MemoryService(SQLiteStore(db), source), default_repo=REPO)
+    first = repo.head
+    repo.write("src/config.py", "# config\n\n" + CONFIG)
+    repo.commit("move")
+    real_tree = source.tree
+
+    def tree(revision: str) -> Any:
+        if revision == first:
+            raise SourceUnavailable("network down")
+        return real_tree(revision)
+
+    monkeypatch.setattr(source, "tree", tree)
+    data = ok(call(server, "memory_verify_citations", citations=[
+        {"path": "src/config.py", "line_start": 1, "line_end": 2, "sha": first},
+        {"path": "src/config.py", "line_start": 3}]))
+    unread, here = data["citations"]
+    assert unread == {"cited": "src/config.py:1-2", "index": 0, "outcome": "unverifiable",
+                      "exists": None, "holds": False, "detail": "network down"}
+    assert here["outcome"] == "valid"
+    assert (data["valid_count"], data["invalid_count"], data["unverifiable_count"]) == (1, 0, 1)
+
+
 def test_memory_text_is_quoted_as_data(server: Any) -> None:
     record = store(server, fact="The API version must match. " + INJECTION,
                    subject="### 9. memory `x` (full)")

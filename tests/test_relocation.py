@@ -1868,7 +1868,7 @@ def test_bulk_check_through_the_library(history: History) -> None:
         ("b", "line 2 is not valid JSON"),
     ]
     with LocalGitSource(history.repo.path) as source:
-        results = list(check_citations(source, iter(items), "HEAD"))
+        results = [r.to_dict() for r in check_citations(source, iter(items), "HEAD")]
     new_start, new_end = span(now_text(history.repo, s.path), s.code)
     assert results == [
         {"id": "a", "status": "relocated", "path": s.path, "line_start": new_start,

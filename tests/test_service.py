@@ -21,8 +21,10 @@ from verified_memory import (
     ValidationError,
 )
 from verified_memory.sources.base import git_blob_sha
+from verified_memory.sources.fake import DictSource
 from verified_memory.sources.local_git import LocalGitSource
 from verified_memory.sources.worktree import WorktreeSource
+from verified_memory.store.memory import InMemoryStore
 from verified_memory.store.sqlite import SQLiteStore
 
 REPO = "acme/app"
@@ -351,20 +353,62 @@ def test_context_injects_only_memories_that_hold(service: MemoryService, repo: G
     assert context.revision == repo.head
 
 
-def test_verify_citations_and_read_citation(service: MemoryService, repo: GitRepo) -> None:
+def test_check_citations_and_read_citation(service: MemoryService, repo: GitRepo) -> None:
     first = repo.head
     repo.write("src/config.py", "# header\n" + CONFIG)
     repo.commit("header")
-    checks = service.verify_citations(REPO, [
-        {"path": "src/config.py", "line_start": 1, "line_end": 2, "sha": first},
-        {"path": "server/routes.go", "line_start": 3, "line_end": 3},
-    ])
-    assert [c.outcome for c in checks] == [Outcome.RELOCATED, Outcome.VALID]
-    assert str(checks[0].location) == "src/config.py:2-3"
+    results = list(service.check_citations(REPO, [
+        ("moved", {"path": "src/config.py", "line_start": 1, "line_end": 2, "sha": first}),
+        ("here", {"path": "server/routes.go", "line_start": 3, "line_end": 3}),
+        ("ghost", {"path": "src/ghost.py", "line_start": 1, "line_end": 1}),
+        ("bad", "line 4 is not a JSON object"),
+    ]))
+    assert [r.id for r in results] == ["moved", "here", "ghost", "bad"]
+    assert [r.status for r in results] == ["relocated", "valid", "error", "error"]
+    assert results[0].check is not None
+    assert str(results[0].check.location) == "src/config.py:2-3"
+    assert results[0].to_dict() == {"id": "moved", "status": "relocated",
+                                    "path": "src/config.py", "line_start": 2, "line_end": 3,
+                                    "similarity": 1.0}
+    assert "src/ghost.py does not exist" in (results[2].error or "")
+    assert results[3].error == "line 4 is not a JSON object"
+    (no_sha,) = service.check_citations(REPO, [  # required: an error of its own
+        ("no-sha", {"path": "src/config.py", "line_start": 1})], require_sha=True)
+    assert no_sha.to_dict() == {"id": "no-sha", "error": "sha (the commit the citation "
+                                                         "was made at) is required"}
+    with pytest.raises(NotFound):  # an unknown ref fails the run once, before reading
+        service.check_citations(REPO, [], ref="no-such-branch")
     cited = service.read_citation(REPO, "src/config.py", (2, 3))
     assert cited == 'API_VERSION = "2024-06"\nTIMEOUT = 30'
     with pytest.raises(ValidationError, match="past the end"):
         service.read_citation(REPO, "src/config.py", (1, 100))
+
+
+def test_check_citations_without_repo_needs_one_source(repo: GitRepo) -> None:
+    one = MemoryService(InMemoryStore(), LocalGitSource(repo.path))
+    (result,) = one.check_citations(None, [(1, {"path": "src/config.py", "line_start": 1})])
+    assert result.status == "valid"
+    many = MemoryService(InMemoryStore(), lambda name: LocalGitSource(repo.path))
+    with pytest.raises(ValidationError, match="needs a repo"):
+        many.check_citations(None, [])
+
+
+def test_check_citations_unreadable_commit_is_no_verdict(service: MemoryService,
+                                                          repo: GitRepo) -> None:
+    class Unreadable(DictSource):
+        def tree(self, revision: str) -> dict[str, str]:
+            if revision == "old":
+                raise SourceUnavailable("the old commit could not be read")
+            return super().tree(revision)
+
+    source = Unreadable({"old": {"a.py": "x = 1\n"}, "new": {"a.py": "x = 1\n"}},
+                        refs={"HEAD": "new"})
+    checked = MemoryService(InMemoryStore(), source)
+    (result,) = checked.check_citations(None, [("a", {"path": "a.py", "line_start": 1,
+                                                     "sha": "old"})])
+    assert (result.status, result.error, result.check) == ("unverifiable", None, None)
+    assert result.unreadable == "the old commit could not be read"
+    assert result.to_dict()["line_start"] is None
 
 
 def test_stats(service: MemoryService, repo: GitRepo) -> None:

@@ -264,7 +264,7 @@ def test_a_bulk_check_reads_both_sides_of_changed_files_together(tmp_path: Path)
         batches: list[list[str]] = []
         real = source.read_blobs
         source.read_blobs = lambda shas: batches.append(list(shas)) or real(shas)  # type: ignore[method-assign]
-        got = list(check_citations(source, items, "HEAD"))
+        got = [r.to_dict() for r in check_citations(source, items, "HEAD")]
         old, new = source.tree(first), source.tree("HEAD")
     assert [r["status"] for r in got] == ["relocated"] * 3
     # the first exchange holds all six files: each cited file as it was and as it is
@@ -293,6 +293,6 @@ def test_reading_ahead_lists_each_cited_commit_once(tmp_path: Path,
     monkeypatch.setattr(LocalGitSource, "_ls_tree",
                         lambda self, commit: listed.append(commit) or real(self, commit))
     with LocalGitSource(repo.path) as source:
-        got = list(check_citations(source, items, "HEAD"))
+        got = [r.to_dict() for r in check_citations(source, items, "HEAD")]
     assert [r["status"] for r in got] == ["relocated"] * 20
     assert sorted(listed) == sorted({*shas, repo.run("rev-parse", "HEAD")})

@@ -24,7 +24,7 @@ import functools
 import inspect
 import socket
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar, cast
 
@@ -40,7 +40,7 @@ from verified_memory.errors import (
     ValidationError,
     VerifiedMemoryError,
 )
-from verified_memory.models import CitationCheck, Location, Memory, Outcome, Verification
+from verified_memory.models import CitationCheck, Location, Memory, Outcome, Verification, place
 from verified_memory.prompt import (
     DEFAULT_BUDGET,
     MIN_BUDGET,
@@ -313,6 +313,10 @@ def _agent(ctx: ToolContext) -> str:
     params = ctx.session.client_params
     name = params.client_info.name if params is not None else None
     return f"mcp:{name}" if name else "mcp:agent"
+
+
+def _cited(cite: Mapping[str, Any]) -> str:
+    return place(cite["path"], cite["line_start"], cite["line_end"])
 
 
 def _check(check: CitationCheck, code: str | None = None) -> dict[str, Any]:
@@ -681,16 +685,21 @@ def _add_tools(server: MCPServer[_Run]) -> None:
             return VerifyCitationsOut.model_validate(_summary(verification, checks))
         name = run.repo(repo)
         revision = service.source_for(name).resolve(ref)
+        given = [(i, cite.as_dict()) for i, cite in enumerate(citations or [])]
         out = []
-        for i, cite in enumerate(citations or []):
-            try:
-                (check,) = service.verify_citations(name, [cite.as_dict()], ref=ref)
-            except (ValidationError, NotFound) as exc:  # points at nothing at its own commit
-                out.append({"cited": f"{cite.path}:{cite.line_start}", "index": i,
+        for (i, cite), result in zip(given, service.check_citations(name, given, ref=ref),
+                                     strict=True):
+            if result.check is not None:
+                out.append(_check(result.check,
+                                  _code_at(service, name, result.check, revision, include_code)))
+            elif result.error is not None:  # points at nothing at its own commit
+                out.append({"cited": _cited(cite), "index": i,
                             "outcome": Outcome.MISSING.value, "exists": False, "holds": False,
-                            "error": str(exc)})
-                continue
-            out.append(_check(check, _code_at(service, name, check, revision, include_code)))
+                            "error": result.error})
+            else:  # the code at its own commit could not be read: no verdict
+                out.append({"cited": _cited(cite), "index": i,
+                            "outcome": Outcome.UNVERIFIABLE.value, "exists": None,
+                            "holds": False, "detail": result.unreadable})
         return VerifyCitationsOut.model_validate({"revision": revision} | _counts(out))
 
     @server.tool(title="Memories waiting for approval", annotations=read_only)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -37,6 +37,7 @@ from verified_memory.quality import QualityPolicy, classify, normalize_category,
 from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo
 from verified_memory.store.base import MemoryStore
 from verified_memory.telemetry import TelemetryBuffer
+from verified_memory.verify.bulk import CheckedCitation, Item, check_citations
 from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
@@ -492,21 +493,29 @@ class MemoryService:
         ).run(memories, self.source_for, ref=ref, apply=apply, revive=revive,
               on_progress=on_progress)
 
-    def verify_citations(self, repo: str, citations: Sequence[CitationRef | Mapping[str, Any]],
-                         *, ref: str = "HEAD") -> list[CitationCheck]:
-        """Check citations that are not (yet) memories: each is fingerprinted at its own
-        ``sha`` (the commit it was made at; ``ref`` when absent) and checked at ``ref``."""
-        validate_repo(repo)
-        source = self.source_for(repo)
-        files = FileCache(source)
-        revision = source.resolve(ref)
-        verifier = Verifier(source, locator=self.locator)
-        out = []
-        for i, raw in enumerate(citations):
-            cite = parse_citation(raw, f"citations[{i}]")
-            citation = fingerprint_citation(source, files, ref, cite, f"citations[{i}]")
-            out.append(verifier.check([citation], revision)[0])
-        return out
+    def check_citations(self, repo: str | None, items: Iterable[Item], *, ref: str = "HEAD",
+                        jobs: int = 1, require_sha: bool = False
+                        ) -> Iterator[CheckedCitation]:
+        """Check citations that are not (yet) memories: ``items`` are ``(id, citation)``
+        pairs, the citation a mapping ``{path, line_start, line_end, sha}`` (or, for an
+        input that is not one, the message saying why). Each is fingerprinted at its own
+        ``sha`` (the commit it was made at; ``ref`` when absent, unless ``require_sha``)
+        and checked at ``ref``: one ``CheckedCitation`` per item, in order, a bad item
+        an error of its own that does not stop the run. Nothing is stored: a check of
+        citations is a view (the ref rule).
+
+        ``repo`` None reads the service's one source (a service made for one working
+        copy, as ``vmem citations check`` is). ``jobs`` > 1 shares a large run among
+        worker processes (``verify/bulk.py``). An unknown ``ref`` raises ``NotFound``
+        before anything is read."""
+        if repo is None:
+            if not isinstance(self._source, CodeSource):
+                raise ValidationError("check_citations needs a repo: this service reads "
+                                      "the code of more than one")
+            source = self._source
+        else:
+            source = self.source_for(validate_repo(repo))
+        return check_citations(source, items, ref, jobs=jobs, require_sha=require_sha)
 
     def read_citation(self, repo: str, path: str, lines: tuple[int, int], *,
                       ref: str = "HEAD") -> str:

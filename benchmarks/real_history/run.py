@@ -143,12 +143,12 @@ def run_ours(repo: Path, items: list[tuple[str, dict[str, Any]]], ref: str
     started = time.perf_counter()
     with LocalGitSource(repo) as source:
         try:
-            results = list(check_citations(source, items, ref, jobs=1))
+            results = [r.to_dict() for r in check_citations(source, items, ref, jobs=1)]
         except Exception:  # a verifier bug: find the citations that trigger it
             results = []
             for item in items:
                 try:
-                    results.extend(check_citations(source, [item], ref))
+                    results.extend(r.to_dict() for r in check_citations(source, [item], ref))
                 except Exception as exc:
                     results.append({"id": item[0], "error": f"verifier crashed: {exc!r}"})
     return results, time.perf_counter() - started

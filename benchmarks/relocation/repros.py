@@ -416,8 +416,9 @@ def run(repro: Repro, root: Path) -> tuple[str, str]:
     _commit(repo, repro.after, "after")
     path, start, end = repro.cite
     with LocalGitSource(repo) as source:
-        [result] = check_citations(source, [("c", {"path": path, "line_start": start,
-                                                   "line_end": end, "sha": before})])
+        [checked] = check_citations(source, [("c", {"path": path, "line_start": start,
+                                                    "line_end": end, "sha": before})])
+    result = checked.to_dict()
     said = (f"{result.get('status')} {result.get('path')}:{result.get('line_start')}-"
             f"{result.get('line_end')}" if "status" in result else f"error {result['error']}")
     status, rpath, rstart, rend = repro.right

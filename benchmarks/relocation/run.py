@@ -183,12 +183,13 @@ def run_ours(repo: Path, items: list[tuple[str, dict[str, Any]]], jobs: int = 1
     started = time.perf_counter()
     with LocalGitSource(repo) as source:
         try:
-            results = list(check_citations(source, items, "HEAD", jobs=jobs))
+            results = [r.to_dict()
+                       for r in check_citations(source, items, "HEAD", jobs=jobs)]
         except Exception:  # a verifier bug: find the citations that trigger it, one by one
             results = []
             for item in items:
                 try:
-                    results.extend(check_citations(source, [item], "HEAD"))
+                    results.extend(r.to_dict() for r in check_citations(source, [item], "HEAD"))
                 except Exception as exc:
                     results.append({"id": item[0], "error": f"verifier crashed: {exc!r}"})
         return results, time.perf_counter() - started

@@ -7,7 +7,6 @@ code or store unavailable); 2 a usage error (unknown option, missing argument).
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
+from verified_memory.cli.citations import citations
 from verified_memory.cli.db import db
 from verified_memory.cli.env import (
     Env,
@@ -67,6 +67,7 @@ def cli(ctx: click.Context, db: str | None, directory: Path, time_limit: float |
 
 
 pass_env = click.make_pass_decorator(Env)
+cli.add_command(citations)
 cli.add_command(db)
 cli.add_command(review)
 cli.add_command(hook)
@@ -469,39 +470,6 @@ def stats(env: Env, repo: str | None, as_json: bool) -> None:
     if warning:
         say(f"vmem: warning: {warning}")
     env.out.stats(stats)
-
-
-@cli.group()
-def citations() -> None:
-    """Work with citations that are not (yet) memories."""
-
-
-@citations.command("check")
-@click.option("--repo", "repo_path", required=True,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="A git working copy or bare repository.")
-@click.option("--ref", default="HEAD", show_default=True, help="Revision to check at.")
-@click.option("--input", "input_file", default="-", show_default=True, metavar="FILE.jsonl",
-              help="One citation a line: {id, path, line_start, line_end, sha}.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Worker processes for large inputs (default: one per usable CPU; "
-                   "at most one per 100 citations, so under 200 always one).")
-@click.option("--json", "as_json", is_flag=True,
-              help="JSON lines out (the default; accepted for symmetry).")
-def citations_check(repo_path: Path, ref: str, input_file: str, jobs: int | None,
-                    as_json: bool) -> None:
-    """Check citations made at old commits against REF: one JSON line out per line in,
-    {id, status, path, line_start, line_end, similarity} with the current place; a bad
-    input line gets {id, error} and does not stop the run."""
-    from verified_memory.limits import CHECK_LINE_MAX, bounded_lines
-    from verified_memory.sources.local_git import LocalGitSource
-    from verified_memory.verify.bulk import check_citations, parse_jsonl, usable_cpus
-
-    with LocalGitSource(repo_path) as source, click.open_file(input_file, encoding="utf-8") as fh:
-        lines = bounded_lines(fh, CHECK_LINE_MAX)  # an endless line is an error, not a hang
-        for result in check_citations(source, parse_jsonl(lines, max_line=CHECK_LINE_MAX),
-                                      ref, jobs=jobs or usable_cpus()):
-            sys.stdout.write(json.dumps(result) + "\n")
 
 
 @cli.command()

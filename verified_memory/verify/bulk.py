@@ -1,9 +1,12 @@
-"""Check many citations that are not (yet) memories: ``vmem citations check``.
+"""Check many citations that are not (yet) memories: the engine under
+``MemoryService.check_citations`` (``vmem citations check``, MCP
+``memory_verify_citations``).
 
-Each input is ``{"id", "path", "line_start", "line_end", "sha"}`` where ``sha`` is the
-commit the citation was made at. The original code is read there (so the citation is
-fingerprinted exactly as a memory would have been), then the ladder runs at ``ref``.
-One bad input yields an error for its id and does not stop the run.
+Each input is ``(id, {"path", "line_start", "line_end", "sha"})`` where ``sha`` is the
+commit the citation was made at (``ref`` when absent and not required). The original
+code is read there (so the citation is fingerprinted exactly as a memory would have
+been), then the ladder runs at ``ref``. One bad input yields an error for its id and
+does not stop the run; each answer is a ``CheckedCitation``.
 
 With ``jobs`` > 1 a large run is shared among worker processes (forked, so each
 starts with everything already imported and the run's tree already listed): the
@@ -15,26 +18,27 @@ GIL while it parses, so threads would not help.
 from __future__ import annotations
 
 import functools
-import json
 import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from verified_memory.errors import (
+    CredentialsRejected,
     NotFound,
     SourceUnavailable,
     ValidationError,
     VerifiedMemoryError,
 )
-from verified_memory.models import Location, parse_citation
+from verified_memory.models import CitationCheck, Outcome, parse_citation
 from verified_memory.sources.base import BatchReader, CodeSource, Reopenable
 from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
 
-__all__ = ["check_citations", "parse_jsonl", "usable_cpus"]
+__all__ = ["CheckedCitation", "Item", "check_citations", "usable_cpus"]
 
 #: Refs (commit shas, mostly) resolved once per run and remembered.
 _REFS_CACHE = 1024
@@ -51,7 +55,44 @@ CITATIONS_PER_WORKER = 100
 #: last, alone.
 _PIECES_PER_JOB = 4
 
+#: One input: its id, and the citation (or why the input is not one: a message).
 Item = tuple[Any, Mapping[str, Any] | str]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedCitation:
+    """One input of a check: the citation's check at ``ref`` (its current place), or why
+    it has none: a bad input (``error``), or code that could not be read at the
+    citation's own commit (neither: ``unverifiable``, no verdict)."""
+
+    id: Any
+    path: Any
+    check: CitationCheck | None = None
+    error: str | None = None
+    unreadable: str | None = None  # why the code at the citation's commit was not read
+
+    @property
+    def status(self) -> str:
+        if self.error is not None:
+            return "error"
+        return self.check.outcome.value if self.check else Outcome.UNVERIFIABLE.value
+
+    def to_dict(self) -> dict[str, Any]:
+        """The answer as a line of ``vmem citations check``: ``{id, error}``, or exactly
+        ``{id, status, path, line_start, line_end, similarity}`` with the current place
+        (None when the code is missing or could not be read)."""
+        if self.error is not None:
+            return {"id": self.id, "error": self.error}
+        check = self.check
+        place = check.location if check else None
+        return {
+            "id": self.id,
+            "status": self.status,
+            "path": place.path if place else (check.citation.path if check else self.path),
+            "line_start": place.line_start if place else None,
+            "line_end": place.line_end if place else None,
+            "similarity": check.similarity if check else None,
+        }
 
 
 def usable_cpus() -> int:
@@ -62,34 +103,12 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def parse_jsonl(lines: Iterable[str], *, max_line: int | None = None) -> Iterator[Item]:
-    """(id, object) per non-empty line, or (id or line number, error message); a line
-    longer than ``max_line`` characters is an error (``limits.bounded_lines``)."""
-    for number, line in enumerate(lines, 1):
-        if max_line is not None and len(line.rstrip("\r\n")) > max_line:
-            yield f"line {number}", f"line {number} is longer than {max_line:,} characters"
-            continue
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield f"line {number}", f"line {number} is not valid JSON: {exc.msg}"
-            continue
-        except RecursionError:
-            yield f"line {number}", f"line {number} is JSON nested too deeply"
-            continue
-        if not isinstance(data, dict):
-            yield f"line {number}", f"line {number} is not a JSON object"
-            continue
-        yield data.get("id", f"line {number}"), data
-
-
 def check_citations(source: CodeSource, items: Iterable[Item], ref: str = "HEAD",
-                    locator: Locator | None = None, *, jobs: int = 1
-                    ) -> Iterator[dict[str, Any]]:
-    """One result per input, in input order: ``{id, status, path, line_start, line_end,
-    similarity}`` with the code's current place, or ``{id, error}`` for a bad input.
+                    locator: Locator | None = None, *, jobs: int = 1,
+                    require_sha: bool = True) -> Iterator[CheckedCitation]:
+    """One answer per input, in input order (``CheckedCitation``). With ``require_sha``
+    a citation without the commit it was made at is a bad input; without, it is read at
+    ``ref`` (then it only has to exist).
 
     ``ref`` is resolved before anything is read, so an unknown ref raises ``NotFound``
     here, once, even for an empty input, rather than failing every line.
@@ -116,9 +135,10 @@ def check_citations(source: CodeSource, items: Iterable[Item], ref: str = "HEAD"
         citations = sum(isinstance(data, Mapping) for _, data in listed)
         if citations >= PARALLEL_MIN:
             workers = min(jobs, citations // CITATIONS_PER_WORKER)
-            return _check_in_workers(source, listed, ref, revision, tree, locator, workers)
+            return _check_in_workers(source, listed, ref, revision, tree, locator, workers,
+                                     require_sha)
         items = listed
-    return _check(source, items, ref, revision, tree, verifier)
+    return _check(source, items, ref, revision, tree, verifier, require_sha)
 
 
 def _can_fork() -> bool:
@@ -128,30 +148,33 @@ def _can_fork() -> bool:
 
 
 def _check(source: CodeSource, items: Iterable[Item], ref: str, revision: str,
-           tree: Mapping[str, str], verifier: Verifier) -> Iterator[dict[str, Any]]:
+           tree: Mapping[str, str], verifier: Verifier,
+           require_sha: bool) -> Iterator[CheckedCitation]:
     files: FileCache = verifier.files  # one cache: the old and the new code read once
     # a ref names one commit for the whole run (and a full sha forever): resolve it once
     resolve = functools.lru_cache(maxsize=_REFS_CACHE)(source.resolve)
     with_anchor = verifier.locator is None or not verifier.locator.derive_anchors
     for item_id, data in _read_ahead(items, files, resolve, source, tree):
         if isinstance(data, str):
-            yield {"id": item_id, "error": data}
+            yield CheckedCitation(item_id, None, error=data)
             continue
         try:
-            if not data.get("sha"):
+            if require_sha and not data.get("sha"):
                 raise ValidationError("sha (the commit the citation was made at) is required")
             cite = parse_citation(data, "citation")
             citation = fingerprint_citation(source, files, ref, cite, "citation",
                                             with_anchor=with_anchor, resolve=resolve)
         except (ValidationError, NotFound) as exc:
-            yield {"id": item_id, "error": str(exc).removeprefix("citation: ")}
+            yield CheckedCitation(item_id, data.get("path"),
+                                  error=str(exc).removeprefix("citation: "))
             continue
-        except SourceUnavailable:  # no verdict: the code could not be read
-            yield _result(item_id, "unverifiable", data.get("path"), None, None)
+        except CredentialsRejected:  # no read can succeed: the run's error, not a line's
+            raise
+        except SourceUnavailable as exc:  # no verdict: the code could not be read
+            yield CheckedCitation(item_id, data.get("path"), unreadable=str(exc))
             continue
-        check = verifier.check_one(citation, revision, tree)
-        yield _result(item_id, check.outcome.value, check.location.path if check.location
-                      else citation.path, check.location, check.similarity)
+        yield CheckedCitation(item_id, citation.path,
+                              check=verifier.check_one(citation, revision, tree))
 
 
 def _read_ahead(items: Iterable[Item], files: FileCache, resolve: Callable[[str], str],
@@ -201,37 +224,23 @@ def _groups(items: Iterable[Item]) -> Iterator[list[Item]]:
         yield group
 
 
-def _result(item_id: Any, status: str, path: Any, place: Location | None,
-            similarity: float | None) -> dict[str, Any]:
-    """The output line: exactly these keys, in this order; the place is the current one
-    (None when the code is missing or could not be read)."""
-    return {
-        "id": item_id,
-        "status": status,
-        "path": path,
-        "line_start": place.line_start if place else None,
-        "line_end": place.line_end if place else None,
-        "similarity": similarity,
-    }
-
-
 # --------------------------------------------------------------------- worker processes
 
 #: What the workers of the current parallel run inherit when they are forked.
-_inherited: tuple[Reopenable, str, str, Mapping[str, str], Locator | None] | None = None
+_inherited: tuple[Reopenable, str, str, Mapping[str, str], Locator | None, bool] | None = None
 #: A worker's own source and verifier, made once when it starts.
-_worker: tuple[CodeSource, str, str, Mapping[str, str], Verifier] | None = None
+_worker: tuple[CodeSource, str, str, Mapping[str, str], Verifier, bool] | None = None
 
 Piece = list[tuple[int, Any, Mapping[str, Any] | str]]
 
 
 def _check_in_workers(source: Reopenable, items: Sequence[Item], ref: str, revision: str,
-                      tree: Mapping[str, str], locator: Locator,
-                      jobs: int) -> Iterator[dict[str, Any]]:
+                      tree: Mapping[str, str], locator: Locator, jobs: int,
+                      require_sha: bool) -> Iterator[CheckedCitation]:
     global _inherited
     pieces = _pieces(items, jobs * _PIECES_PER_JOB)
-    results: list[dict[str, Any] | None] = [None] * len(items)
-    _inherited = (source, ref, revision, tree, locator)
+    results: list[CheckedCitation | None] = [None] * len(items)
+    _inherited = (source, ref, revision, tree, locator, require_sha)
     try:
         with multiprocessing.get_context("fork").Pool(
                 min(jobs, len(pieces)), initializer=_start_worker) as pool:
@@ -262,14 +271,14 @@ def _pieces(items: Sequence[Item], count: int) -> list[Piece]:
 def _start_worker() -> None:
     global _worker
     assert _inherited is not None
-    source, ref, revision, tree, locator = _inherited
+    source, ref, revision, tree, locator, require_sha = _inherited
     twin = source.reopen()
-    _worker = (twin, ref, revision, tree, Verifier(twin, locator=locator))
+    _worker = (twin, ref, revision, tree, Verifier(twin, locator=locator), require_sha)
 
 
-def _check_piece(piece: Piece) -> list[tuple[int, dict[str, Any]]]:
+def _check_piece(piece: Piece) -> list[tuple[int, CheckedCitation]]:
     assert _worker is not None
-    source, ref, revision, tree, verifier = _worker
+    source, ref, revision, tree, verifier, require_sha = _worker
     answers = _check(source, [(item_id, data) for _, item_id, data in piece], ref,
-                     revision, tree, verifier)
+                     revision, tree, verifier, require_sha)
     return [(index, answer) for (index, _, _), answer in zip(piece, answers, strict=True)]

@@ -1,0 +1,78 @@
+"""``vmem citations check``: citations that are not (yet) memories, checked in bulk
+(``MemoryService.check_citations``). JSON Lines in, one JSON line out per line in; a bad
+line is an answer of its own (``{id, error}``), never the end of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import click
+
+from verified_memory.limits import CHECK_LINE_MAX, bounded_lines, too_long
+from verified_memory.verify.bulk import Item
+
+__all__ = ["citations", "parse_jsonl"]
+
+
+@click.group()
+def citations() -> None:
+    """Work with citations that are not (yet) memories."""
+
+
+@citations.command("check")
+@click.option("--repo", "repo_path", required=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A git working copy or bare repository.")
+@click.option("--ref", default="HEAD", show_default=True, help="Revision to check at.")
+@click.option("--input", "input_file", default="-", show_default=True, metavar="FILE.jsonl",
+              help="One citation a line: {id, path, line_start, line_end, sha}.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Worker processes for large inputs (default: one per usable CPU; "
+                   "at most one per 100 citations, so under 200 always one).")
+@click.option("--json", "as_json", is_flag=True,
+              help="JSON lines out (the default; accepted for symmetry).")
+def check(repo_path: Path, ref: str, input_file: str, jobs: int | None,
+          as_json: bool) -> None:
+    """Check citations made at old commits against REF: one JSON line out per line in,
+    {id, status, path, line_start, line_end, similarity} with the current place; a bad
+    input line gets {id, error} and does not stop the run."""
+    from verified_memory.service import MemoryService
+    from verified_memory.sources.local_git import LocalGitSource
+    from verified_memory.store.memory import InMemoryStore
+    from verified_memory.verify.bulk import usable_cpus
+
+    # Nothing is stored: the service only lends its door to the one working copy.
+    with LocalGitSource(repo_path) as source, click.open_file(input_file, encoding="utf-8") as fh:
+        service = MemoryService(InMemoryStore(), source)
+        lines = bounded_lines(fh, CHECK_LINE_MAX)  # an endless line is an error, not a hang
+        for result in service.check_citations(None, parse_jsonl(lines, max_line=CHECK_LINE_MAX),
+                                              ref=ref, jobs=jobs or usable_cpus(),
+                                              require_sha=True):
+            sys.stdout.write(json.dumps(result.to_dict()) + "\n")
+
+
+def parse_jsonl(lines: Iterable[str], *, max_line: int | None = None) -> Iterator[Item]:
+    """(id, object) per non-empty line, or (id or line number, error message); a line
+    longer than ``max_line`` characters is an error (``limits.bounded_lines``)."""
+    for number, line in enumerate(lines, 1):
+        if max_line is not None and too_long(line, max_line):
+            yield f"line {number}", f"line {number} is longer than {max_line:,} characters"
+            continue
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield f"line {number}", f"line {number} is not valid JSON: {exc.msg}"
+            continue
+        except RecursionError:
+            yield f"line {number}", f"line {number} is JSON nested too deeply"
+            continue
+        if not isinstance(data, dict):
+            yield f"line {number}", f"line {number} is not a JSON object"
+            continue
+        yield data.get("id", f"line {number}"), data
