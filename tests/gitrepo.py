@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = ["GitRepo"]
@@ -72,6 +73,19 @@ class GitRepo:
                 f"{proc.stderr.decode(errors='replace')}"
             )
         return proc.stdout.decode("utf-8", "surrogateescape").removesuffix("\n")
+
+    @classmethod
+    def project(cls, path: Path, files: Mapping[str, str | bytes], *,
+                origin: str | None = None) -> GitRepo:
+        """The usual start of a test: ``files`` committed as "initial", and ``origin``
+        (a URL, e.g. a GitHub one, which names the repository) as the remote."""
+        repo = cls(path)
+        for name, content in files.items():
+            repo.write(name, content)
+        repo.commit("initial")
+        if origin is not None:
+            repo.run("remote", "add", "origin", origin)
+        return repo
 
     def write(self, path: str, content: str | bytes) -> Path:
         """Write a file (parents created); ``str`` is UTF-8 with its newlines as given."""

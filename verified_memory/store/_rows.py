@@ -34,6 +34,7 @@ from verified_memory.models import (
     Memory,
     Status,
     TelemetryEvent,
+    Transition,
     encode_line_hashes,
 )
 
@@ -61,6 +62,7 @@ __all__ = [
     "text_terms",
     "time_from_text",
     "time_to_text",
+    "transition_values",
     "validate_citations",
     "validate_events",
     "validate_memory",
@@ -303,6 +305,28 @@ def normalize_memory(memory: Memory) -> Memory:
         for i, c in enumerate(memory.citations)
     ]
     return memory_from_values(memory_values(memory), citations)
+
+
+def transition_values(transition: Transition) -> dict[str, Any]:
+    """The columns a transition sets, by name (``None``: leave the column as it is);
+    each store adds what its own write needs (SQLite its parameters as they are,
+    Postgres the expected status, the citations and the events)."""
+    return {
+        "memory_id": transition.memory_id,
+        "status": transition.status.value if transition.status is not None else None,
+        "invalid_reason": transition.invalid_reason,
+        "refreshed_at": (time_to_text(transition.refreshed_at)
+                         if transition.refreshed_at is not None else None),
+        "verified_commit": transition.verified_commit,
+        "verified_ref": transition.verified_ref,
+        "unconfirm": transition.unconfirm,
+        "add_verifications": transition.add_verifications,
+        "add_applications": transition.add_applications,
+        "add_successes": transition.add_successes,
+        "add_failures": transition.add_failures,
+        "used_at": time_to_text(transition.used_at) if transition.used_at is not None else None,
+        "promoted_to": transition.promoted_to,
+    }
 
 
 # --------------------------------------------------------------------------- telemetry

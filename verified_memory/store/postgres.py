@@ -60,7 +60,7 @@ from verified_memory.store._rows import (
     memory_values,
     query_terms,
     text_terms,
-    time_to_text,
+    transition_values,
     validate_citations,
     validate_memory,
     with_supersedes,
@@ -126,26 +126,11 @@ def transition_payload(transition: Transition) -> dict[str, Any]:
     if transition.citations is not None:
         validate_citations(transition.citations, where)
     transition.check()
-    return {
-        "memory_id": transition.memory_id,
+    return transition_values(transition) | {
         "expect": Status(transition.expect).value,
-        "status": Status(transition.status).value if transition.status is not None else None,
-        "invalid_reason": transition.invalid_reason,
-        "refreshed_at": time_to_text(transition.refreshed_at)
-        if transition.refreshed_at is not None
-        else None,
-        "verified_commit": transition.verified_commit,
-        "verified_ref": transition.verified_ref,
-        "unconfirm": transition.unconfirm,
         "citations": [c.to_dict() for c in transition.citations]
         if transition.citations is not None
         else None,
-        "add_verifications": transition.add_verifications,
-        "add_applications": transition.add_applications,
-        "add_successes": transition.add_successes,
-        "add_failures": transition.add_failures,
-        "used_at": time_to_text(transition.used_at) if transition.used_at is not None else None,
-        "promoted_to": transition.promoted_to,
         "events": events_payload(transition.events),
     }
 

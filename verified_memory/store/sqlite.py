@@ -67,6 +67,7 @@ from verified_memory.store._rows import (
     memory_values,
     query_terms,
     time_to_text,
+    transition_values,
     validate_citations,
     validate_memory,
     with_supersedes,
@@ -364,7 +365,7 @@ class SQLiteStore(ClosingStore):
                     continue
                 if transition.status is not None:
                     status[memory_id] = transition.status.value
-                updates.append(_apply_values(transition))
+                updates.append(transition_values(transition))  # _APPLY's parameters
                 if citations is not None:
                     repo = found[memory_id][1]
                     rewritten[memory_id] = [citation_values(memory_id, repo, i, c)
@@ -678,26 +679,6 @@ def _prepare(
         validate_citations(transition.citations, f"transition of memory {transition.memory_id}")
     transition.check()
     return transition, transition.citations, [event_values(e) for e in transition.events]
-
-
-def _apply_values(transition: Transition) -> dict[str, Any]:
-    """The parameters of ``_APPLY``: ``None`` leaves a column as it is."""
-    return {
-        "status": transition.status.value if transition.status is not None else None,
-        "invalid_reason": transition.invalid_reason,
-        "refreshed_at": (time_to_text(transition.refreshed_at)
-                         if transition.refreshed_at is not None else None),
-        "verified_commit": transition.verified_commit,
-        "verified_ref": transition.verified_ref,
-        "unconfirm": transition.unconfirm,
-        "add_verifications": transition.add_verifications,
-        "add_applications": transition.add_applications,
-        "add_successes": transition.add_successes,
-        "add_failures": transition.add_failures,
-        "used_at": time_to_text(transition.used_at) if transition.used_at is not None else None,
-        "promoted_to": transition.promoted_to,
-        "memory_id": transition.memory_id,
-    }
 
 
 def _filtered(where: str, params: list[Any], category: str | None,
