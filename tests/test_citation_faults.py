@@ -39,12 +39,8 @@ SECRET = "TOP SECRET outside the repository\n"
 
 @pytest.fixture
 def repo(tmp_path: Path) -> GitRepo:
-    repo = GitRepo(tmp_path / "app")
-    repo.write("a.py", A)
-    repo.write("b.py", B)
-    repo.commit("initial")
-    repo.run("remote", "add", "origin", "https://github.com/acme/app.git")
-    return repo
+    return GitRepo.project(tmp_path / "app", {"a.py": A, "b.py": B},
+                             origin="https://github.com/acme/app.git")
 
 
 @pytest.fixture

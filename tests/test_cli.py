@@ -28,10 +28,8 @@ def fetch(url):
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
-    repo = GitRepo(tmp_path / "work")
-    repo.write("net/fetch.py", CODE)
-    repo.commit("initial")
-    repo.run("remote", "add", "origin", "git@github.com:acme/net.git")
+    repo = GitRepo.project(tmp_path / "work", {"net/fetch.py": CODE},
+                           origin="git@github.com:acme/net.git")
     monkeypatch.chdir(repo.path)
     monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
     return repo

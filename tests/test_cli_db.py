@@ -20,10 +20,8 @@ def vmem(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
-    repo = GitRepo(tmp_path / "work")
-    repo.write("a.py", "def a():\n    return 1\n")
-    repo.commit("initial")
-    repo.run("remote", "add", "origin", "https://github.com/acme/a.git")
+    repo = GitRepo.project(tmp_path / "work", {"a.py": "def a():\n    return 1\n"},
+                           origin="https://github.com/acme/a.git")
     monkeypatch.chdir(repo.path)
     return repo
 

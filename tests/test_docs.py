@@ -45,10 +45,8 @@ def commands(group: click.Group, prefix: str = "") -> list[str]:
 
 @pytest.fixture
 def app_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
-    repo = GitRepo(tmp_path / "app")
-    repo.write("app/net.py", NET)
-    repo.commit("initial")
-    repo.run("remote", "add", "origin", "https://github.com/acme/app.git")
+    repo = GitRepo.project(tmp_path / "app", {"app/net.py": NET},
+                           origin="https://github.com/acme/app.git")
     monkeypatch.chdir(repo.path)
     monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'docs.db'}")
     return repo

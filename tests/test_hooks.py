@@ -39,12 +39,8 @@ CONSTANTS = "".join(f"NAME_{i} = {i}\n" for i in range(1, 301))
 
 @pytest.fixture
 def repo(tmp_path: Path) -> GitRepo:
-    repo = GitRepo(tmp_path / "app")
-    repo.write("app/net.py", NET)
-    repo.write("app/constants.py", CONSTANTS)
-    repo.commit("initial")
-    repo.run("remote", "add", "origin", "https://github.com/acme/app.git")
-    return repo
+    return GitRepo.project(tmp_path / "app", {"app/net.py": NET, "app/constants.py": CONSTANTS},
+                             origin="https://github.com/acme/app.git")
 
 
 @pytest.fixture

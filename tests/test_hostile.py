@@ -60,10 +60,8 @@ INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\uf
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
-    repo = GitRepo(tmp_path / "app")
-    repo.write("src/config.py", CODE)
-    repo.commit("initial")
-    repo.run("remote", "add", "origin", "https://github.com/acme/app.git")
+    repo = GitRepo.project(tmp_path / "app", {"src/config.py": CODE},
+                           origin="https://github.com/acme/app.git")
     monkeypatch.chdir(repo.path)
     monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'm.db'}")
     return repo

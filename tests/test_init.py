@@ -89,10 +89,8 @@ VSCODE_JSONC = """{
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
-    repo = GitRepo(tmp_path / "app")
-    repo.write("app/net.py", NET)
-    repo.commit("initial")
-    repo.run("remote", "add", "origin", "https://github.com/acme/app.git")
+    repo = GitRepo.project(tmp_path / "app", {"app/net.py": NET},
+                           origin="https://github.com/acme/app.git")
     monkeypatch.chdir(repo.path)
     monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'memory.db'}")
     return repo

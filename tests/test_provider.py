@@ -29,11 +29,8 @@ ROOT = Path(__file__).parent.parent
 
 @pytest.fixture
 def repo(tmp_path: Path) -> GitRepo:
-    repo = GitRepo(tmp_path / "app")
-    repo.write("app/net.py", NET)
-    repo.commit("initial")
-    repo.run("remote", "add", "origin", "https://github.com/acme/app.git")
-    return repo
+    return GitRepo.project(tmp_path / "app", {"app/net.py": NET},
+                             origin="https://github.com/acme/app.git")
 
 
 @pytest.fixture

@@ -55,10 +55,8 @@ def close(conn):
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
-    repo = GitRepo(tmp_path / "net")
-    repo.write("net/fetch.py", NET)
-    repo.commit("initial")
-    repo.run("remote", "add", "origin", "https://github.com/acme/net.git")
+    repo = GitRepo.project(tmp_path / "net", {"net/fetch.py": NET},
+                           origin="https://github.com/acme/net.git")
     monkeypatch.chdir(repo.path)
     monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'q.db'}")
     return repo

@@ -26,10 +26,8 @@ FACT = "Pages under [slug] read params.slug; [/] closes nothing here."
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitRepo:
-    repo = GitRepo(tmp_path / "web")
-    repo.write("app/[slug]/page.tsx", PAGE)
-    repo.commit("initial")
-    repo.run("remote", "add", "origin", "git@github.com:acme/web.git")
+    repo = GitRepo.project(tmp_path / "web", {"app/[slug]/page.tsx": PAGE},
+                           origin="git@github.com:acme/web.git")
     monkeypatch.chdir(repo.path)
     monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'm.db'}")
     monkeypatch.setenv("COLUMNS", "300")  # tables wide enough not to fold a cell

@@ -42,12 +42,8 @@ OTHER = "def helper():\n    return 42\n"
 
 @pytest.fixture
 def repo(tmp_path: Path) -> GitRepo:
-    repo = GitRepo(tmp_path / "work")
-    repo.write("net/fetch.py", FETCH)
-    repo.write("net/other.py", OTHER)
-    repo.commit("initial")
-    repo.run("remote", "add", "origin", "git@github.com:acme/net.git")
-    return repo
+    return GitRepo.project(tmp_path / "work", {"net/fetch.py": FETCH, "net/other.py": OTHER},
+                             origin="git@github.com:acme/net.git")
 
 
 @pytest.fixture

@@ -327,10 +327,8 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sleeps: list[float]) -> GitRepo:
-    repo = GitRepo(tmp_path / "net")
-    repo.write("net/fetch.py", FETCH)
-    repo.commit("initial")
-    repo.run("remote", "add", "origin", f"https://github.com/{REPO}.git")
+    repo = GitRepo.project(tmp_path / "net", {"net/fetch.py": FETCH},
+                           origin=f"https://github.com/{REPO}.git")
     monkeypatch.chdir(repo.path)
     monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'gh.db'}")
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
