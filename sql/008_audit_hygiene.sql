@@ -317,9 +317,12 @@ $$;
 -- ---------------------------------------------------------------- imports
 
 -- An import in one transaction: the memories whose id is neither a memory nor a
--- tombstone yet, then the events whose key neither telemetry table holds, in order.
--- Returns {"memories": written, "events": written}.
-create or replace function agent_memory_import(p_memories jsonb, p_events jsonb)
+-- tombstone yet, then the events whose key neither telemetry table holds, in order, then
+-- the tombstones whose id is neither. Returns {"memories", "events", "tombstones"}: how
+-- many of each were written.
+create or replace function agent_memory_import(
+  p_memories jsonb, p_events jsonb, p_tombstones jsonb default '[]'
+)
 returns jsonb
 language plpgsql
 security invoker
@@ -329,10 +332,13 @@ declare
   v_memory jsonb;
   v_memories integer := 0;
   v_events integer := 0;
+  v_tombstones integer := 0;
 begin
   if jsonb_typeof(p_memories) is distinct from 'array'
-     or jsonb_typeof(p_events) is distinct from 'array' then
-    raise exception 'memories and events must be JSON arrays' using errcode = '22023';
+     or jsonb_typeof(p_events) is distinct from 'array'
+     or jsonb_typeof(p_tombstones) is distinct from 'array' then
+    raise exception 'memories, events and tombstones must be JSON arrays'
+      using errcode = '22023';
   end if;
   for v_memory in select value from jsonb_array_elements(p_memories) with ordinality
                   as x(value, ord) order by ord
@@ -357,7 +363,16 @@ begin
                     where a.key = e.value ->> 'key')
   order by e.ord;
   get diagnostics v_events = row_count;
-  return jsonb_build_object('memories', v_memories, 'events', v_events);
+  insert into agent_memory_tombstone (id, repo, status, forgotten_by, forgotten_at, reason)
+  select t.value ->> 'id', t.value ->> 'repo', t.value ->> 'status',
+         t.value ->> 'forgotten_by', (t.value ->> 'forgotten_at')::timestamptz,
+         t.value ->> 'reason'
+  from jsonb_array_elements(p_tombstones) as t(value)
+  where not exists (select from agent_memory m where m.id = t.value ->> 'id')
+    and not exists (select from agent_memory_tombstone s where s.id = t.value ->> 'id');
+  get diagnostics v_tombstones = row_count;
+  return jsonb_build_object('memories', v_memories, 'events', v_events,
+                            'tombstones', v_tombstones);
 end;
 $$;
 
@@ -510,7 +525,7 @@ revoke all on function
   agent_memory_archive_events(timestamptz),
   agent_memory_find(text, text, text, text, text, text, timestamptz, integer),
   agent_memory_match_ids(text, integer),
-  agent_memory_import(jsonb, jsonb),
+  agent_memory_import(jsonb, jsonb, jsonb),
   agent_memory_info()
   from public, anon;
 grant execute on function
@@ -519,7 +534,7 @@ grant execute on function
   agent_memory_forget(text[], text, text, text, timestamptz),
   agent_memory_find(text, text, text, text, text, text, timestamptz, integer),
   agent_memory_match_ids(text, integer),
-  agent_memory_import(jsonb, jsonb),
+  agent_memory_import(jsonb, jsonb, jsonb),
   agent_memory_info()
   to authenticated, service_role;
 -- Archiving moves every tenant's telemetry: the owner's and the service role's business.

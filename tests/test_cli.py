@@ -163,6 +163,7 @@ def test_worktree_flag(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> Non
 )
 def test_errors_are_one_clear_line(repo: GitRepo, capsys: pytest.CaptureFixture[str],
                                    args: list[str], message: str) -> None:
+    assert vmem(capsys, "db", "migrate")[0] == 0  # a store, empty: the errors are the input's
     code, _out, err = vmem(capsys, *args)
     assert code == 1
     assert err.startswith("vmem: error: ")

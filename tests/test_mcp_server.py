@@ -480,7 +480,9 @@ def test_log_applied_and_feedback(server: Any, check: MemoryService) -> None:
                   "note": "routes.go was generated", "recorded_at": fb["recorded_at"]}
     events = check.memories.events(memory_id=record["id"],
                                    kinds=[EventKind.FEEDBACK, EventKind.APPLIED])
-    assert [(e.kind, e.actor) for e in events].count((EventKind.APPLIED, "agent")) == 2
+    # Attributed to the client by the name it connected with (the SDK's in-process client
+    # says "mcp"), not to the service's own actor ("agent").
+    assert [(e.kind, e.actor) for e in events].count((EventKind.APPLIED, "mcp:mcp")) == 2
     (feedback,) = [e for e in events if e.kind is EventKind.FEEDBACK]
     assert dict(feedback.detail) == {"outcome": "failure", "note": "routes.go was generated"}
     assert "success" in error(call(server, "memory_feedback", memory_id=record["id"],

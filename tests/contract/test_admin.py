@@ -16,6 +16,7 @@ from verified_memory.models import (
     MemoryFilter,
     Status,
     TelemetryEvent,
+    Tombstone,
 )
 from verified_memory.store.base import MemoryStore
 
@@ -240,15 +241,15 @@ def test_load_writes_what_is_new_and_skips_what_is_held(store: MemoryStore) -> N
     events = [replace(event(EventKind.CREATED, "eeee1111-0", minutes=80), key="k1"),
               held[0],  # a key the store holds
               replace(event(EventKind.APPLIED, "eeee1111-0", minutes=81), key="k2")]
-    assert store.load(new, events) == (1, 2)
+    assert store.load(new, events) == (1, 2, 0)
     assert store.get("eeee1111-0") == new[0]
     assert store.get("aaaa2222-0").subject == "pending one"
     with pytest.raises(NotFound):
         store.get("aaaa1111-0")
     assert [e.key for e in store.events(memory_id="eeee1111-0")] == ["k1", "k2"]
-    assert store.load(new, events) == (0, 0)
+    assert store.load(new, events) == (0, 0, 0)
     store.archive_events(at(1000))
-    assert store.load([], [replace(event(EventKind.CREATED, "x"), key="k1")]) == (0, 0)
+    assert store.load([], [replace(event(EventKind.CREATED, "x"), key="k1")]) == (0, 0, 0)
 
 
 def test_load_refuses_a_batch_that_repeats_an_id_or_a_key(store: MemoryStore) -> None:
@@ -276,3 +277,18 @@ def test_info_counts_what_the_store_holds(store: MemoryStore) -> None:
 def test_event_model_round_trips_its_key() -> None:
     e = TelemetryEvent(EventKind.CREATED, REPO, "m", key="k")
     assert TelemetryEvent.from_dict(e.to_dict()) == e
+
+
+def test_load_carries_tombstones_but_never_over_a_memory(store: MemoryStore) -> None:
+    store.add(mem(id="kept"))
+    stone = Tombstone("gone", REPO, Status.INVALID, "alice", at(5), "a secret")
+    over = Tombstone("kept", REPO, Status.ACTIVE, "alice", at(5), "elsewhere")
+    assert store.load([], [], [stone, over]) == (0, 0, 1)  # a live memory is never undone
+    assert store.tombstones(ids=["gone", "kept"]) == [stone]
+    assert store.get("kept").id == "kept"
+    assert store.load([mem(id="gone")], [], []) == (0, 0, 0)  # a forgotten id stays so
+    with pytest.raises(ValidationError, match="twice"):
+        store.load([mem(id="x")], [], [replace(stone, id="x")])
+    assert store.stats(REPO).forgotten == 1
+    with pytest.raises(NotFound):
+        store.get("gone")

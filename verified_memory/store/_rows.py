@@ -65,6 +65,7 @@ __all__ = [
     "memory_values",
     "normalize_event",
     "normalize_memory",
+    "normalize_time",
     "query_terms",
     "text_terms",
     "time_from_text",
@@ -145,6 +146,11 @@ def time_to_text(value: datetime) -> str:
         value = (value.replace(tzinfo=UTC) if value.tzinfo is None
                  else value.astimezone(UTC))
     return value.isoformat(timespec="microseconds")
+
+
+def normalize_time(value: datetime) -> datetime:
+    """A time as a store reads it back: aware UTC, to the microsecond."""
+    return time_from_text(time_to_text(value))
 
 
 def time_from_text(text: str) -> datetime:
@@ -396,13 +402,17 @@ def validate_events(events: Sequence[TelemetryEvent]) -> None:
         event_values(event)
 
 
-def check_load(memories: Sequence[Memory], events: Sequence[TelemetryEvent]) -> None:
+def check_load(memories: Sequence[Memory], events: Sequence[TelemetryEvent],
+               tombstones: Sequence[Tombstone] = ()) -> None:
     """What ``MemoryStore.load`` is given, checked before anything is written: every
     memory and event valid, no id or key twice (a file that repeats one is malformed)."""
     for memory in memories:
         validate_memory(memory)
     validate_events(events)
-    for what, values in (("memory id", [m.id for m in memories]),
+    for tombstone in tombstones:
+        check_reason(tombstone.reason)
+    for what, values in (("memory id", [m.id for m in memories]
+                          + [t.id for t in tombstones]),
                          ("event key", [e.key for e in events if e.key is not None])):
         seen: set[str] = set()
         for value in values:

@@ -181,10 +181,7 @@ def forget(conn: sqlite3.Connection, ids: Sequence[str] | None, repo: str | None
                                + (f" in {repo}" if repo else ""))
         rows = [found[i] for i in wanted]
     marks, events = forgetting([tuple(r) for r in rows], by=by, reason=reason, at=at)
-    conn.executemany(
-        f"INSERT INTO agent_memory_tombstone ({', '.join(TOMBSTONE_COLUMNS)}) "
-        f"VALUES ({', '.join('?' for _ in TOMBSTONE_COLUMNS)})",
-        [tombstone_values(t) for t in marks])
+    _insert_tombstones(conn, marks)
     conn.execute("DELETE FROM agent_memory WHERE id IN (SELECT value FROM json_each(?))",
                  (_ids([t.id for t in marks]),))
     _insert_events(conn, events)
@@ -204,13 +201,14 @@ def archive_events(conn: sqlite3.Connection, before: datetime, now: datetime) ->
 
 
 def load(conn: sqlite3.Connection, memories: Sequence[Memory],
-         events: Sequence[TelemetryEvent]) -> tuple[int, int]:
+         events: Sequence[TelemetryEvent],
+         tombstones: Sequence[Tombstone]) -> tuple[int, int, int]:
     """Inside the write transaction: the memories whose id is neither a memory nor a
-    tombstone, then the events whose key neither table holds."""
+    tombstone, then the events whose key neither table holds, then the tombstones."""
     taken = {row[0] for row in conn.execute(
         "SELECT id FROM agent_memory WHERE id IN (SELECT value FROM json_each(?1)) UNION "
         "SELECT id FROM agent_memory_tombstone WHERE id IN (SELECT value FROM json_each(?1))",
-        (_ids([m.id for m in memories]),))}
+        (_ids([m.id for m in memories] + [t.id for t in tombstones]),))}
     fresh = [m for m in memories if m.id not in taken]
     conn.executemany(
         f"INSERT INTO agent_memory ({', '.join(MEMORY_COLUMNS)}) "
@@ -227,7 +225,16 @@ def load(conn: sqlite3.Connection, memories: Sequence[Memory],
         (_ids([e.key for e in events if e.key is not None]),))}
     new = [e for e in events if e.key is None or e.key not in held]
     _insert_events(conn, new)
-    return len(fresh), len(new)
+    marks = [t for t in tombstones if t.id not in taken]
+    _insert_tombstones(conn, marks)
+    return len(fresh), len(new), len(marks)
+
+
+def _insert_tombstones(conn: sqlite3.Connection, marks: Sequence[Tombstone]) -> None:
+    conn.executemany(
+        f"INSERT INTO agent_memory_tombstone ({', '.join(TOMBSTONE_COLUMNS)}) "
+        f"VALUES ({', '.join('?' for _ in TOMBSTONE_COLUMNS)})",
+        [tombstone_values(t) for t in marks])
 
 
 def _insert_events(conn: sqlite3.Connection, events: Sequence[TelemetryEvent]) -> None:

@@ -148,11 +148,12 @@ class MemoryStore(Protocol):
         """Move every event older than ``before`` into the archive, in one transaction;
         how many moved. Archived events still count (``stats``) and export."""
 
-    def load(self, memories: Sequence[Memory],
-             events: Sequence[TelemetryEvent]) -> tuple[int, int]:
+    def load(self, memories: Sequence[Memory], events: Sequence[TelemetryEvent],
+             tombstones: Sequence[Tombstone] = ()) -> tuple[int, int, int]:
         """An import, all or nothing: ``memories`` whose id is not a memory or a
         tombstone yet, then ``events`` whose key the store does not hold yet (live or
-        archived), in one transaction; how many memories and events were written."""
+        archived), then ``tombstones`` whose id is neither, in one transaction; how many
+        memories, events and tombstones were written."""
 
     def info(self) -> StoreInfo:
         """Where the store is, its schema version, size and counts (``vmem where``)."""

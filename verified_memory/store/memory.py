@@ -41,6 +41,7 @@ from verified_memory.store._rows import (
     kept_by,
     normalize_event,
     normalize_memory,
+    normalize_time,
     query_terms,
     text_terms,
     validate_citations,
@@ -304,18 +305,22 @@ class InMemoryStore:
             self._archive.extend(moving)
         return len(moving)
 
-    def load(self, memories: Sequence[Memory],
-             events: Sequence[TelemetryEvent]) -> tuple[int, int]:
-        check_load(memories, events)
+    def load(self, memories: Sequence[Memory], events: Sequence[TelemetryEvent],
+             tombstones: Sequence[Tombstone] = ()) -> tuple[int, int, int]:
+        check_load(memories, events, tombstones)
         staged = [normalize_memory(m) for m in memories]
         with self._open():
             fresh = [m for m in staged
                      if m.id not in self._memories and m.id not in self._tombstones]
             held = {e.key for e in (*self._events, *self._archive)}
             new_events = [e for e in events if e.key not in held]
+            marks = [replace(t, forgotten_at=normalize_time(t.forgotten_at))
+                     for t in tombstones
+                     if t.id not in self._memories and t.id not in self._tombstones]
             self._memories.update((m.id, m) for m in fresh)
             self._append(new_events)
-        return len(fresh), len(new_events)
+            self._tombstones.update((t.id, t) for t in marks)
+        return len(fresh), len(new_events), len(marks)
 
     def info(self) -> StoreInfo:
         with self._open():

@@ -69,6 +69,7 @@ from verified_memory.store._rows import (
     text_terms,
     time_to_text,
     tombstone_from_row,
+    tombstone_values,
     transition_values,
     validate_citations,
     validate_memory,
@@ -192,19 +193,21 @@ def find_params(repo: str, where: MemoryFilter, limit: int | None) -> dict[str, 
             "p_limit": limit}
 
 
-def import_payload(memories: Sequence[Memory],
-                   events: Sequence[TelemetryEvent]) -> dict[str, Any]:
+def import_payload(memories: Sequence[Memory], events: Sequence[TelemetryEvent],
+                   tombstones: Sequence[Tombstone]) -> dict[str, Any]:
     """``agent_memory_import``'s arguments, checked (``check_load``)."""
-    check_load(memories, events)
+    check_load(memories, events, tombstones)
     return {"p_memories": [memory_payload(m) for m in memories],
-            "p_events": events_payload(events)}
+            "p_events": events_payload(events),
+            "p_tombstones": [dict(zip(TOMBSTONE_COLUMNS, tombstone_values(t), strict=True))
+                             for t in tombstones]}
 
 
-def import_counts(data: Any) -> tuple[int, int]:
+def import_counts(data: Any) -> tuple[int, int, int]:
     if not isinstance(data, dict):
         raise StoreError(f"agent_memory_import answered {type(data).__name__}; is the "
                          "database migrated?")
-    return int(data["memories"]), int(data["events"])
+    return int(data["memories"]), int(data["events"]), int(data["tombstones"])
 
 
 def info_from_json(kind: str, location: str, data: Mapping[str, Any] | None) -> StoreInfo:
@@ -527,11 +530,12 @@ class PostgresStore(ClosingStore):
                            "select agent_memory_archive_events(%s) as n", (before,))
         return int(rows[0]["n"])
 
-    def load(self, memories: Sequence[Memory],
-             events: Sequence[TelemetryEvent]) -> tuple[int, int]:
-        payload = import_payload(memories, events)
-        rows = self._fetch("importing", "select agent_memory_import(%s, %s) as counts",
-                           (_jsonb(payload["p_memories"]), _jsonb(payload["p_events"])))
+    def load(self, memories: Sequence[Memory], events: Sequence[TelemetryEvent],
+             tombstones: Sequence[Tombstone] = ()) -> tuple[int, int, int]:
+        payload = import_payload(memories, events, tombstones)
+        rows = self._fetch("importing", "select agent_memory_import(%s, %s, %s) as counts",
+                           [_jsonb(payload[k]) for k in ("p_memories", "p_events",
+                                                         "p_tombstones")])
         return import_counts(rows[0]["counts"])
 
     def info(self) -> StoreInfo:

@@ -679,11 +679,11 @@ class SQLiteStore(ClosingStore):
         with self._write("archiving telemetry") as conn:
             return _admin.archive_events(conn, before, utcnow())
 
-    def load(self, memories: Sequence[Memory],
-             events: Sequence[TelemetryEvent]) -> tuple[int, int]:
-        check_load(memories, events)
+    def load(self, memories: Sequence[Memory], events: Sequence[TelemetryEvent],
+             tombstones: Sequence[Tombstone] = ()) -> tuple[int, int, int]:
+        check_load(memories, events, tombstones)
         with self._write("importing") as conn:
-            return _admin.load(conn, memories, events)
+            return _admin.load(conn, memories, events, tombstones)
 
     def info(self) -> StoreInfo:
         with self._read("describing the store") as conn:

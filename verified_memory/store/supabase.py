@@ -383,13 +383,13 @@ class SupabaseStore(ClosingStore):
                          {"p_before": time_to_text(before)})
         return _scalar(data, "archiving telemetry")
 
-    def load(self, memories: Sequence[Memory],
-             events: Sequence[TelemetryEvent]) -> tuple[int, int]:
+    def load(self, memories: Sequence[Memory], events: Sequence[TelemetryEvent],
+             tombstones: Sequence[Tombstone] = ()) -> tuple[int, int, int]:
         """One RPC, so one transaction: the whole import or nothing, as long as the
         request fits the project's request size limit (split a larger file: each part
         is then all or nothing)."""
         return import_counts(self._rpc("importing", "agent_memory_import",
-                                       import_payload(memories, events)))
+                                       import_payload(memories, events, tombstones)))
 
     def info(self) -> StoreInfo:
         data = self._rpc("describing the store", "agent_memory_info", {})
