@@ -331,7 +331,7 @@ as $$
 declare
   v_memory jsonb;
   v_memories integer := 0;
-  v_events integer := 0;
+  v_fresh jsonb;
   v_tombstones integer := 0;
 begin
   if jsonb_typeof(p_memories) is distinct from 'array'
@@ -348,21 +348,14 @@ begin
     perform agent_memory_insert(v_memory);
     v_memories := v_memories + 1;
   end loop;
-  insert into agent_memory_telemetry (kind, repo, memory_id, actor, at, detail, key)
-  select
-    e.value ->> 'kind',
-    e.value ->> 'repo',
-    e.value ->> 'memory_id',
-    e.value ->> 'actor',
-    coalesce((e.value ->> 'at')::timestamptz, now()),
-    coalesce(nullif(e.value -> 'detail', 'null'::jsonb), '{}'::jsonb),
-    coalesce(e.value ->> 'key', agent_memory_new_key())
-  from jsonb_array_elements(p_events) with ordinality as e(value, ord)
-  where not exists (select from agent_memory_telemetry t where t.key = e.value ->> 'key')
-    and not exists (select from agent_memory_telemetry_archive a
-                    where a.key = e.value ->> 'key')
-  order by e.ord;
-  get diagnostics v_events = row_count;
+  v_fresh := coalesce((
+    select jsonb_agg(e.value order by e.ord)
+    from jsonb_array_elements(p_events) with ordinality as e(value, ord)
+    where not exists (select from agent_memory_telemetry t where t.key = e.value ->> 'key')
+      and not exists (select from agent_memory_telemetry_archive a
+                      where a.key = e.value ->> 'key')
+  ), '[]'::jsonb);
+  perform agent_memory_insert_events(v_fresh);
   insert into agent_memory_tombstone (id, repo, status, forgotten_by, forgotten_at, reason)
   select t.value ->> 'id', t.value ->> 'repo', t.value ->> 'status',
          t.value ->> 'forgotten_by', (t.value ->> 'forgotten_at')::timestamptz,
@@ -371,7 +364,7 @@ begin
   where not exists (select from agent_memory m where m.id = t.value ->> 'id')
     and not exists (select from agent_memory_tombstone s where s.id = t.value ->> 'id');
   get diagnostics v_tombstones = row_count;
-  return jsonb_build_object('memories', v_memories, 'events', v_events,
+  return jsonb_build_object('memories', v_memories, 'events', jsonb_array_length(v_fresh),
                             'tombstones', v_tombstones);
 end;
 $$;

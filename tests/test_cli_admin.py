@@ -312,3 +312,32 @@ def test_where_names_the_store_its_schema_size_and_counts(
     assert text.splitlines()[0] == f"sqlite {db}"
     assert "schema version 5" in text
     assert "1 memories in 1 repositories, 1 forgotten" in text
+
+
+def test_the_readme_audit_examples_run(repo: GitRepo, capsys: pytest.CaptureFixture[str],
+                                       db: Path) -> None:
+    import os
+    import re
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("\n## Audit, forgetting and a clean store\n", 1)[1].split("\n## ")[0]
+    (block,) = re.findall(r"```bash\n(.*?)```", section, flags=re.S)[:1]
+    store(capsys, "Retry budget", "src/app.py:1-2", "--created-by", "my-agent")
+    gone = store(capsys, "Old convention", "src/app.py:5-6")
+    ok(capsys, "invalidate", gone[:8], "--reason", "the code changed")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    said = []
+    for line in block.strip().splitlines():
+        command = line.split("  #", 1)[0].strip()
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env,
+                              check=False)
+        assert done.returncode == 0, f"{command}\n{done.stderr}"
+        said.append(done.stdout)
+    assert gone[:8] in said[0]  # list --status invalid
+    assert "invalidated" in said[2]
+    assert said[3].startswith(f"sqlite {db}")
+    assert "dry run: nothing changed" in said[4]
+    assert said[5] == "forgot 2 memories of acme/app\n"
+    assert gone[:8] in said[6]  # the tombstones

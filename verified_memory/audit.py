@@ -15,14 +15,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from verified_memory.errors import NotFound, ValidationError
-from verified_memory.models import EventKind, TelemetryEvent
+from verified_memory.models import READ_KINDS, EventKind, Memory, TelemetryEvent, validate_repo
 from verified_memory.store.base import MemoryStore
 
 __all__ = [
@@ -31,8 +32,10 @@ __all__ = [
     "acting_actor",
     "acting_as",
     "describe",
+    "named_memory",
     "resolve_id",
     "short_ids",
+    "trail",
 ]
 
 #: Characters of an id that tables and messages show.
@@ -77,6 +80,43 @@ def resolve_id(store: MemoryStore, text: str) -> str:
     listed = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
     raise ValidationError(f"{text!r} is the start of more than one memory id ({listed}): "
                           "give more of it")
+
+
+def named_memory(store: MemoryStore, text: str) -> Memory:
+    """The memory an id or a unique prefix of one names (``resolve_id``); a forgotten one
+    is ``NotFound`` saying when, by whom and why it was forgotten."""
+    try:
+        return store.get(text)
+    except NotFound:
+        full = resolve_id(store, text)
+        if full != text:
+            try:
+                return store.get(full)
+            except NotFound:
+                pass
+        for stone in store.tombstones(ids=[full], limit=1):
+            raise NotFound(
+                f"memory {full} was forgotten on {stone.forgotten_at:%Y-%m-%d %H:%M} UTC by "
+                f"{stone.forgotten_by or 'someone'}: {stone.reason}") from None
+        raise
+
+
+def trail(store: MemoryStore, memory_id: str | None, *, repo: str | None,
+          kinds: Sequence[EventKind] | None, reads: bool, since: datetime | None,
+          limit: int) -> list[TelemetryEvent]:
+    """``MemoryService.audit``: a memory's events (archived ones too) or a repository's
+    live ones, newest first, reads left out unless ``reads`` or ``kinds`` names one."""
+    changes = not reads and not (kinds and set(kinds) & READ_KINDS)
+    query: dict[str, Any] = {"kinds": kinds, "changes": changes, "since": since,
+                             "newest": True, "limit": limit}
+    if memory_id is not None:
+        query["memory_id"] = resolve_id(store, memory_id)
+        found = [*store.events(**query), *store.events(**query, archived=True)]
+        found.sort(key=lambda e: (e.at, e.id or 0), reverse=True)
+        return found[:limit]
+    if repo is None:
+        raise ValidationError("an audit trail needs a memory id or a repository")
+    return store.events(repo=validate_repo(repo), **query)
 
 
 def short_ids(ids: list[str]) -> dict[str, str]:

@@ -14,10 +14,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from verified_memory.audit import acting_actor, resolve_id
+from verified_memory.audit import acting_actor, named_memory, resolve_id, trail
 from verified_memory.errors import Conflict, NotFound, SourceUnavailable, ValidationError
 from verified_memory.models import (
-    READ_KINDS,
     Citation,
     CitationCheck,
     CitationRef,
@@ -146,22 +145,8 @@ class MemoryService:
         return resolve_id(self.memories, memory_id)
 
     def _memory(self, memory_id: str) -> Memory:
-        """The memory an id or a unique prefix of one names; a forgotten memory is
-        ``NotFound`` saying when, by whom and why it was forgotten."""
-        try:
-            return self.memories.get(memory_id)
-        except NotFound:
-            full = self.resolve(memory_id)
-            if full != memory_id:
-                try:
-                    return self.memories.get(full)
-                except NotFound:
-                    pass
-            for stone in self.memories.tombstones(ids=[full], limit=1):
-                raise NotFound(
-                    f"memory {full} was forgotten on {stone.forgotten_at:%Y-%m-%d %H:%M} UTC by "
-                    f"{stone.forgotten_by or 'someone'}: {stone.reason}") from None
-            raise
+        """The memory an id or a unique prefix of one names (``audit.named_memory``)."""
+        return named_memory(self.memories, memory_id)
 
     def source_for(self, repo: str) -> CodeSource:
         """The code of ``repo``: the one source, or what the factory gives for it."""
@@ -839,18 +824,8 @@ class MemoryService:
         the live telemetry (``vmem db compact`` archives what is older)."""
         _check_limit(limit)
         self.telemetry.flush()
-        changes = not reads and not (kinds and set(kinds) & READ_KINDS)
-        query: dict[str, Any] = {"kinds": kinds, "changes": changes, "since": since,
-                                 "newest": True, "limit": limit}
-        if memory_id is not None:
-            query["memory_id"] = self.resolve(memory_id)
-            found = [*self.memories.events(**query),
-                     *self.memories.events(**query, archived=True)]
-            found.sort(key=lambda e: (e.at, e.id or 0), reverse=True)
-            return found[:limit]
-        if repo is None:
-            raise ValidationError("an audit trail needs a memory id or a repository")
-        return self.memories.events(repo=validate_repo(repo), **query)
+        return trail(self.memories, memory_id, repo=repo, kinds=kinds, reads=reads,
+                     since=since, limit=limit)
 
     def forget(self, memory_id: str | None = None, *, repo: str | None = None,
                reason: str, by: str | None = None) -> list[Tombstone]:
