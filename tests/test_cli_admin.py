@@ -121,6 +121,10 @@ def test_a_unique_prefix_names_a_memory_everywhere(
     ok(capsys, "refresh", memory_id[:6])
     ok(capsys, "applied", memory_id[:10])
     assert json.loads(ok(capsys, "history", memory_id[:8], "--json"))[0]["id"] == memory_id
+    newer = json.loads(ok(capsys, "supersede", memory_id[:8], "--subject", "Retry budget (5)",
+                          "--fact", "Five now.", "--cite", "src/app.py:5-6", "--json"))
+    assert newer["supersedes"] == memory_id
+    memory_id = newer["id"]
     code, _, err = vmem(capsys, "show", "zzzzzzzz")
     assert code == 1
     assert "memory 'zzzzzzzz' not found: no memory's id is or starts with it" in err
@@ -341,3 +345,29 @@ def test_the_readme_audit_examples_run(repo: GitRepo, capsys: pytest.CaptureFixt
     assert "dry run: nothing changed" in said[4]
     assert said[5] == "forgot 2 memories of acme/app\n"
     assert gone[:8] in said[6]  # the tombstones
+
+
+def test_json_nested_deeper_than_any_memory_is_one_line_everywhere(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    deep: Any = "x"
+    for _ in range(70):  # within what the parser takes; deeper than a memory ever is
+        deep = [deep]
+    memory = {"subject": "s", "fact": "f", "tags": deep,
+              "citations": [{"path": "src/app.py", "line_start": 1}]}
+    code, out, err = vmem(capsys, "store", stdin=json.dumps(memory), monkeypatch=monkeypatch)
+    assert (code, out, err) == (1, "", "vmem: error: stdin is JSON nested more than 64 levels "
+                                       "deep\n")
+    line = json.dumps({"id": "c1", "path": "src/app.py", "line_start": 1, "sha": "HEAD",
+                       "extra": deep})
+    checked = tmp_path / "in.jsonl"
+    checked.write_text(line + "\n")
+    out = ok(capsys, "citations", "check", "--repo", str(repo.path), "--input", str(checked))
+    assert json.loads(out) == {"id": "line 1",
+                               "error": "line 1 is JSON nested more than 64 levels deep"}
+    transcript = tmp_path / "transcript.jsonl"
+    transcript.write_text(json.dumps({"message": deep}) + "\n" + "[" * 5000 + "]" * 5000 + "\n")
+    code, out, err = vmem(capsys, "hook", "stop", stdin=json.dumps(
+        {"transcript_path": str(transcript)}), monkeypatch=monkeypatch)
+    assert (code, out) == (0, "")  # lines it cannot read are skipped, not a traceback
+    assert "Traceback" not in err

@@ -152,7 +152,7 @@ def supersede(env: Env, /, old_id: str, repo: str | None, as_json: bool, ref: st
     """Replace an active memory with a corrected one (atomically)."""
     env.out = Output(as_json)
     with running(env) as service:
-        old = service.memories.get(old_id)
+        old = service.memories.get(service.resolve(old_id))
         new = memory_input(input_file, repo, lambda: old.repo, flags, cites)
         memory = service.supersede(old_id, new, ref=ref)
     env.out.done(memory, f"stored {memory.id}, superseding {old_id}")

@@ -137,6 +137,7 @@ class Output:
         table.add_column("count", justify="right")
         for status, n in s.by_status.items():
             table.add_row(_plain(f"status {status}"), str(n))
+        table.add_row("forgotten (tombstones: in no status)", str(s.forgotten))
         for kind, n in sorted(s.events.items()):
             table.add_row(_plain(f"event {kind}"), str(n))
         table.add_row("active, not judged on the main line yet", str(s.unconfirmed))

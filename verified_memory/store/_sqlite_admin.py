@@ -43,6 +43,7 @@ from verified_memory.store._rows import (
 
 __all__ = [
     "CHANGES",
+    "MIGRATION",
     "archive_events",
     "backup",
     "compaction_counts",
@@ -60,6 +61,88 @@ __all__ = [
 #: partial indexes of migration 5 spell it: SQLite uses a partial index only for a query
 #: whose WHERE clause contains its condition.
 CHANGES = "kind NOT IN ('retrieved', 'checked')"
+#: SQLite migration 5 (``sqlite.MIGRATIONS``): event keys, the audit trail's indexes,
+#: tombstones, the telemetry archive. Shipped: never edit, append a migration instead.
+MIGRATION: tuple[str, ...] = (
+    # An event's key travels with it (export, import): a re-run skips what is here.
+    "ALTER TABLE agent_memory_telemetry ADD COLUMN key TEXT",
+    """
+    CREATE UNIQUE INDEX agent_memory_telemetry_key
+        ON agent_memory_telemetry (key) WHERE key IS NOT NULL
+    """,
+    # vmem log: the changes of a repository or of a memory, newest first, without
+    # walking past the reads (retrieved events are most of the table).
+    """
+    CREATE INDEX agent_memory_telemetry_repo_changes
+        ON agent_memory_telemetry (repo, at, id)
+        WHERE kind NOT IN ('retrieved', 'checked')
+    """,
+    """
+    CREATE INDEX agent_memory_telemetry_memory_changes
+        ON agent_memory_telemetry (memory_id, at, id)
+        WHERE kind NOT IN ('retrieved', 'checked')
+    """,
+    # What is left of a forgotten memory: no text, no citations.
+    """
+    CREATE TABLE agent_memory_tombstone (
+        id TEXT PRIMARY KEY,
+        repo TEXT NOT NULL,
+        status TEXT NOT NULL,
+        forgotten_by TEXT,
+        forgotten_at TEXT NOT NULL,
+        reason TEXT NOT NULL
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE INDEX agent_memory_tombstone_repo
+        ON agent_memory_tombstone (repo, forgotten_at)
+    """,
+    # Old telemetry moved out of the live table by vmem db compact; still counted.
+    """
+    CREATE TABLE agent_memory_telemetry_archive (
+        id INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        memory_id TEXT,
+        actor TEXT,
+        at TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT '{}',
+        key TEXT,
+        archived_at TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE INDEX agent_memory_telemetry_archive_repo
+        ON agent_memory_telemetry_archive (repo, at)
+    """,
+    """
+    CREATE INDEX agent_memory_telemetry_archive_memory
+        ON agent_memory_telemetry_archive (memory_id)
+    """,
+    """
+    CREATE UNIQUE INDEX agent_memory_telemetry_archive_key
+        ON agent_memory_telemetry_archive (key) WHERE key IS NOT NULL
+    """,
+    """
+    CREATE TRIGGER agent_memory_telemetry_archive_no_update
+    BEFORE UPDATE ON agent_memory_telemetry_archive
+    BEGIN SELECT RAISE(ABORT, 'agent_memory_telemetry_archive is append-only'); END
+    """,
+    """
+    CREATE TRIGGER agent_memory_telemetry_archive_no_delete
+    BEFORE DELETE ON agent_memory_telemetry_archive
+    BEGIN SELECT RAISE(ABORT, 'agent_memory_telemetry_archive is append-only'); END
+    """,
+    # An event may leave the live table only once its copy is in the archive.
+    "DROP TRIGGER agent_memory_telemetry_no_delete",
+    """
+    CREATE TRIGGER agent_memory_telemetry_no_delete
+    BEFORE DELETE ON agent_memory_telemetry
+    WHEN NOT EXISTS (SELECT 1 FROM agent_memory_telemetry_archive a
+                     WHERE a.id = old.id AND a.key IS old.key)
+    BEGIN SELECT RAISE(ABORT, 'agent_memory_telemetry is append-only'); END
+    """,
+)
 #: Above every character: ``id < prefix || TOP`` bounds a prefix range on an index.
 _TOP = "\U0010ffff"
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
