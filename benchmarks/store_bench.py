@@ -11,6 +11,11 @@ limit; ``--per-repo`` changes it, e.g. to N for the single-repository worst case
 then timed: storing through the service (fingerprinting included), ``get_recent(50)``,
 ``search_by_path``, ``search``; and two verification passes: 10,000 citations whose
 files did not change, and 1,000 citations whose lines moved (a header was inserted).
+
+The audit reads (``audit_timings``, a table of their own) run over telemetry shaped like
+a used store's: per memory a ``created`` event, 5 ``retrieved``, a ``verified_valid``;
+a tenth of each repository invalidated. ``vmem list`` (50 of any status, and of one
+status), ``vmem log`` of the repository and of one memory (its changes, newest first).
 """
 
 from __future__ import annotations
@@ -26,12 +31,21 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import verified_memory
 from verified_memory import LocalGitSource, Memory, MemoryService, open_store
 from verified_memory.anchors.fingerprint import fingerprint_lines
-from verified_memory.models import Citation
+from verified_memory.models import (
+    Citation,
+    EventKind,
+    MemoryFilter,
+    Status,
+    TelemetryEvent,
+    Transition,
+    utcnow,
+)
 from verified_memory.store.base import MemoryStore
 
 REPO = "bench/app0"  # the repository the read benchmarks query
@@ -162,6 +176,38 @@ def p50(fn: Callable[[], object], runs: int = 200) -> float:
     return statistics.median(times)
 
 
+def audit_timings(store: MemoryStore, service: MemoryService, memories: list[str],
+                  rng: random.Random) -> dict[str, float]:
+    """``vmem list`` and ``vmem log`` over a store whose telemetry looks used (see the
+    module docstring); p50 in milliseconds. Writes the telemetry first (not timed)."""
+    repos = {memory_id: f"bench/app{i % max(1, len(memories) // 1000)}"
+             for i, memory_id in enumerate(memories)}
+    start = utcnow()
+    batch: list[TelemetryEvent] = []
+    for n, (memory_id, repo) in enumerate(repos.items()):
+        at = start - timedelta(seconds=n)
+        batch.append(TelemetryEvent(EventKind.CREATED, repo, memory_id, "bench", at))
+        batch += [TelemetryEvent(EventKind.RETRIEVED, repo, memory_id, "bench", at,
+                                 {"via": "recent"}) for _ in range(5)]
+        batch.append(TelemetryEvent(EventKind.VERIFIED_VALID, repo, memory_id, "bench", at))
+        if len(batch) >= 7000:
+            store.log(batch)
+            batch = []
+    store.log(batch)
+    invalid = [m for m in memories if repos[m] == REPO][::10]
+    store.apply([Transition(m, status=Status.INVALID, invalid_reason="bench")
+                 for m in invalid])
+    one = rng.choice(invalid)
+    return {
+        "list_ms": p50(lambda: service.list_memories(REPO, limit=50)),
+        "list_invalid_ms": p50(lambda: service.list_memories(
+            REPO, MemoryFilter(status=Status.INVALID), limit=50)),
+        "log_repo_ms": p50(lambda: service.audit(repo=REPO, limit=50)),
+        "log_memory_ms": p50(lambda: service.audit(one, limit=50)),
+        "log_memory_prefix_ms": p50(lambda: service.audit(one[:8], limit=50)),
+    }
+
+
 @contextmanager
 def timer() -> Iterator[list[float]]:
     box: list[float] = []
@@ -222,6 +268,7 @@ def run(size: int, db: str | None, workdir: Path, per_repo: int) -> dict[str, fl
     result["recent_store_ms"] = p50(lambda: store.recent(REPO, limit=50))
     result["by_path_ms"] = p50(lambda: service.search_by_path(REPO, rng.choice(paths), (10, 40)))
     result["search_ms"] = p50(lambda: service.search(REPO, f"{rng.choice(WORDS)} convention"))
+    result.update(audit_timings(store, service, memories, rng))
 
     # 10,000 unchanged citations: 3,334 memories x 3 (files untouched since).
     unchanged = memories[: min(len(memories), 3334)]
@@ -280,6 +327,14 @@ def main() -> None:
             f"| {int(r['verify_moved_relocated']):,}/{int(r['verify_moved_citations']):,} "
             f"relocated in {r['verify_moved_ms']:.0f} ms | {r['duplicate_ms']:.2f} ms |"
         )
+    print()
+    print(f"| memories ({backend}) | list (p50) | list --status invalid (p50) "
+          "| log of the repository (p50) | log of a memory (p50; by a short id) |")
+    print("|---|---|---|---|---|")
+    for size, r in rows:
+        print(f"| {size:,} | {r['list_ms']:.2f} ms | {r['list_invalid_ms']:.2f} ms "
+              f"| {r['log_repo_ms']:.2f} ms | {r['log_memory_ms']:.2f} ms "
+              f"({r['log_memory_prefix_ms']:.2f} ms) |")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ store uses, and nothing more:
   RLS decides what a request sees. Signatures are not checked.
 - ``GET /rest/v1/<table or view>`` with ``select``, ``col=op.value`` filters (``eq``,
   ``neq``, ``gt``, ``gte``, ``lt``, ``lte``, ``in``, ``is``), ``order``, ``limit``,
-  ``offset``; run read-only, answered with ``json_agg`` as PostgREST does.
+  ``offset``; ``not.`` before any filter negates it; run read-only, answered with
+  ``json_agg`` as PostgREST does.
 - ``POST /rest/v1/rpc/<function>`` with named JSON arguments, converted with
   ``json_to_record`` using the function's declared argument types; a set-returning
   function answers rows, a scalar one its value, a void one 204.
@@ -283,6 +284,9 @@ def _order(value: str) -> list[sql.Composable]:
 
 def _filter(column: str, value: str) -> tuple[sql.Composable, list[Any]]:
     op, _, operand = value.partition(".")
+    if op == "not":  # not.<op>.<operand>: the negation of the filter that follows
+        clause, values = _filter(column, operand)
+        return sql.SQL("not ({})").format(clause), values
     target = sql.Identifier(_ident(column))
     if op in _OPS:
         return sql.SQL("{} " + _OPS[op] + " %s").format(target), [operand]

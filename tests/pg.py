@@ -124,8 +124,8 @@ class PostgresServer:
         """Empty a database from ``acquire`` and keep it for the next test."""
         with self.pool_for(url).connection() as conn:
             conn.execute(
-                "truncate agent_memory_telemetry, agent_memory_citation, agent_memory "
-                "restart identity"
+                "truncate agent_memory_telemetry, agent_memory_telemetry_archive, "
+                "agent_memory_tombstone, agent_memory_citation, agent_memory restart identity"
             )
         fake = self._fakes.get(url)
         if fake is not None:

@@ -20,7 +20,7 @@ import mcp
 import pytest
 from markdown_it import MarkdownIt
 from mcp import StdioServerParameters
-from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, Implementation, TextContent
 
 from tests.gitrepo import GitRepo
 from verified_memory import (
@@ -32,7 +32,8 @@ from verified_memory import (
     VerifiedMemoryError,
 )
 from verified_memory.cli import main
-from verified_memory.mcp_server import TOOLS, build_server, serve
+from verified_memory.errors import NotFound
+from verified_memory.mcp_server import FORGET_TOOL, TOOLS, build_server, serve
 from verified_memory.models import Citation, Fingerprint, Memory, utcnow
 from verified_memory.sources.local_git import LocalGitSource
 from verified_memory.store.sqlite import SQLiteStore
@@ -480,7 +481,9 @@ def test_log_applied_and_feedback(server: Any, check: MemoryService) -> None:
                   "note": "routes.go was generated", "recorded_at": fb["recorded_at"]}
     events = check.memories.events(memory_id=record["id"],
                                    kinds=[EventKind.FEEDBACK, EventKind.APPLIED])
-    assert [(e.kind, e.actor) for e in events].count((EventKind.APPLIED, "agent")) == 2
+    # Attributed to the client by the name it connected with (the SDK's in-process client
+    # says "mcp"), not to the service's own actor ("agent").
+    assert [(e.kind, e.actor) for e in events].count((EventKind.APPLIED, "mcp:mcp")) == 2
     (feedback,) = [e for e in events if e.kind is EventKind.FEEDBACK]
     assert dict(feedback.detail) == {"outcome": "failure", "note": "routes.go was generated"}
     assert "success" in error(call(server, "memory_feedback", memory_id=record["id"],
@@ -736,3 +739,61 @@ def test_stdio_round_trip_through_a_subprocess(repo: GitRepo, db: Path) -> None:
         # A write through MCP is attributed to the client that made it (its name from
         # the initialize request: the SDK's client calls itself "mcp").
         assert service.memories.get(record["id"]).created_by == "mcp:mcp"
+
+
+# --------------------------------------------------------------------------- who acts, forgetting
+
+
+def as_client(server: Any, name: str, tool: str, **arguments: Any) -> CallToolResult:
+    async def go() -> CallToolResult:
+        info = Implementation(name=name, version="1.0")
+        async with mcp.Client(server, client_info=info) as client:
+            return await client.call_tool(tool, arguments)
+
+    return asyncio.run(go())
+
+
+def tools(server: Any) -> list[str]:
+    async def go() -> list[str]:
+        async with mcp.Client(server) as client:
+            return [t.name for t in (await client.list_tools()).tools]
+
+    return asyncio.run(go())
+
+
+def test_every_write_through_mcp_is_the_clients(
+        factory: Callable[[], MemoryService], check: MemoryService) -> None:
+    server = build_server(factory, default_repo=REPO)
+    stored = ok(as_client(server, "cursor", "memory_store", **new_memory()))
+    ok(as_client(server, "claude-code", "memory_refresh", memory_id=stored["id"][:8]))
+    ok(as_client(server, "claude-code", "memory_invalidate", memory_id=stored["id"],
+                 reason="the routes moved"))
+    trail = [(e.kind.value, e.actor) for e in check.memories.events(memory_id=stored["id"],
+                                                                    changes=True)]
+    assert trail == [("created", "mcp:cursor"), ("refreshed", "mcp:claude-code"),
+                     ("invalidated", "mcp:claude-code")]
+    assert check.get(stored["id"]).created_by == "mcp:cursor"
+    # An explicit created_by is the author the agent names: it wins, as --created-by does.
+    named = ok(as_client(server, "cursor", "memory_store",
+                         **new_memory(subject="Other", created_by="agent-7",
+                                      citations=[{"path": "src/config.py",
+                                                  "line_start": 2}])))
+    assert [(e.kind.value, e.actor) for e in check.memories.events(
+        memory_id=named["id"], changes=True)] == [("created", "agent-7")]
+
+
+def test_forget_is_served_only_when_allowed(
+        factory: Callable[[], MemoryService], check: MemoryService) -> None:
+    assert FORGET_TOOL not in tools(build_server(factory, default_repo=REPO))
+    server = build_server(factory, default_repo=REPO, allow_forget=True)
+    assert sorted(tools(server)) == sorted([*TOOLS, FORGET_TOOL])
+    stored = ok(as_client(server, "cursor", "memory_store", **new_memory()))
+    gone = ok(as_client(server, "cursor", FORGET_TOOL, memory_id=stored["id"][:8],
+                        reason="the user asked"))
+    assert (gone["id"], gone["repo"], gone["forgotten_by"], gone["reason"], gone["status"]) == (
+        stored["id"], REPO, "mcp:cursor", "the user asked", "active")
+    with pytest.raises(NotFound, match="was forgotten"):
+        check.get(stored["id"])
+    again = as_client(server, "cursor", FORGET_TOOL, memory_id=stored["id"], reason="again")
+    assert again.is_error
+    assert "not found" in again.content[0].text  # type: ignore[union-attr]

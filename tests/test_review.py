@@ -551,6 +551,11 @@ def test_cli_review_outside_a_working_copy_and_without_memories(
     monkeypatch.chdir(repo.path)
     branch(repo, "edit", FETCH.replace("3", "5"))
     code, out, err = vmem(capsys, "review", "--base", "main", "--head", "edit")
+    assert code == 1  # a store that does not exist is named, never reviewed as empty
+    assert f"there is no memory store at {tmp_path / 'empty.db'}" in err
+    assert not (tmp_path / "empty.db").exists()
+    assert vmem(capsys, "db", "migrate")[0] == 0  # now it exists, with nothing in it
+    code, out, err = vmem(capsys, "review", "--base", "main", "--head", "edit")
     assert code == 0, err
     assert "No active memories for `acme/net`: nothing to review." in out
 

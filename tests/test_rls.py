@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -272,8 +273,15 @@ def test_updates_and_deletes_of_others_rows_touch_nothing(
                             "where repo = 'other/app'").rowcount == 0
         assert conn.execute("delete from agent_memory_citation "
                             "where repo = 'other/app'").rowcount == 0
+        # A tenant may delete (forget) memories, its own only: every one leaves a tombstone.
+        assert conn.execute("delete from agent_memory").rowcount == 3
+        assert _one(conn, "select count(*) from agent_memory_tombstone") == 3
     for statement in ("update agent_memory_telemetry set actor = 'me'",
-                      "delete from agent_memory_telemetry", "delete from agent_memory"):
+                      "delete from agent_memory_telemetry",
+                      "delete from agent_memory_tombstone",
+                      "insert into agent_memory_telemetry_archive (id, kind, repo, at) "
+                      "values (999, 'created', 'acme/api', now())",
+                      "select agent_memory_archive_events(now())"):
         with pytest.raises(psycopg.errors.InsufficientPrivilege), acting_as(conn, TENANT_A):
             conn.execute(statement)
     assert _owner_counts(url) == before
@@ -345,3 +353,82 @@ def test_over_rest_the_anon_key_gets_nothing(fake: FakePostgrest) -> None:
             store.add(_memory("x", MINE))
     finally:
         store.close()
+
+
+# --------------------------------------------------------------------------- forgetting
+
+
+def test_a_tenant_forgets_only_in_its_own_repositories(
+    url: str, conn: psycopg.Connection[Any]
+) -> None:
+    before = _owner_counts(url)
+    forget = "select * from agent_memory_forget(%s, %s, 'user-a', 'by mistake')"
+    with acting_as(conn, TENANT_A):
+        (stone,) = conn.execute(forget.encode(), (["a0"], None)).fetchall()
+        assert stone[:3] == ("a0", MINE, "active")
+        assert _one(conn, "select count(*) from agent_memory where id = 'a0'") == 0
+        assert _one(conn, "select count(*) from agent_memory_citation where memory_id = 'a0'") == 0
+        assert _one(conn, "select actor from agent_memory_telemetry where kind = 'forgotten'"
+                          " and memory_id = 'a0'") == "user-a"
+    for ids, repo in ((["b0"], None), (["a1", "b0"], None), (["b0"], THEIRS)):
+        with pytest.raises(psycopg.Error) as caught, acting_as(conn, TENANT_A):
+            conn.execute(forget.encode(), (ids, repo))
+        assert caught.value.sqlstate == "VM404"
+    with acting_as(conn, TENANT_A):  # a wipe of their repository finds nothing to wipe
+        assert conn.execute(forget.encode(), (None, THEIRS)).fetchall() == []
+        assert _one(conn, "select count(*) from agent_memory where repo = %s", MINE) == 3
+    assert _owner_counts(url) == before
+
+
+def test_a_tenant_sees_only_its_own_tombstones_and_archive(
+    conn: psycopg.Connection[Any],
+) -> None:
+    with conn.transaction(force_rollback=True):  # as the owner, then as tenant A
+        conn.execute("select agent_memory_forget(array['a1', 'b1'], null, 'owner', 'r')")
+        conn.execute("select agent_memory_archive_events(now() + interval '1 day')")
+        conn.execute("set local role authenticated")
+        conn.execute("select set_config('request.jwt.claims', %s, true)",
+                     (json.dumps(TENANT_A),))
+        seen = {r[0]: r[1] for r in conn.execute("select id, repo from agent_memory_tombstone")}
+        assert "a1" in seen
+        assert "b1" not in seen
+        assert set(seen.values()) == {MINE}
+        assert {r[0] for r in conn.execute(
+            "select distinct repo from agent_memory_telemetry_archive")} == {MINE}
+        assert _one(conn, "select count(*) from agent_memory_telemetry") == 0
+        assert _one(conn, "select agent_memory_stats(%s)", MINE)["forgotten"] == len(seen)
+        assert _one(conn, "select agent_memory_stats(%s)", THEIRS)["forgotten"] == 0
+        info = _one(conn, "select agent_memory_info()")
+        assert (info["memories"], info["forgotten"], info["schema_version"]) == (
+            _one(conn, "select count(*) from agent_memory where repo = %s", MINE), len(seen),
+            None)
+        assert _one(conn, "select id from agent_memory_match_ids('b', 10)") is None
+
+
+def test_over_rest_a_user_forgets_only_its_repositories(pg_url: str) -> None:
+    owner = PostgresStore(pg_url)
+    try:
+        owner.add(_memory("a0", MINE))
+        owner.add(_memory("b0", THEIRS))
+    finally:
+        owner.close()
+    fake = FakePostgrest(pg_url)
+    store = _rest_store(fake, ANON_KEY, user_token(MINE))
+    try:
+        with pytest.raises(NotFound):
+            store.forget(["b0"], by="user-a", reason="not mine")
+        assert store.forget(repo=THEIRS, by="user-a", reason="not mine") == []
+        (stone,) = store.forget(["a0"], by="user-a", reason="a joke footer")
+        assert (stone.id, stone.repo, stone.forgotten_by) == ("a0", MINE, "user-a")
+        assert store.tombstones(repo=THEIRS) == []
+        with pytest.raises(StoreError, match="permission denied"):
+            store.archive_events(datetime.now(UTC))
+    finally:
+        store.close()
+        fake.close()
+    check = PostgresStore(pg_url)
+    try:
+        assert check.get("b0").repo == THEIRS
+        assert [t.id for t in check.tombstones(limit=None)] == ["a0"]
+    finally:
+        check.close()

@@ -97,9 +97,11 @@ def test_the_default_store_is_private(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
     os.umask(0o022)
-    code, _, err = vmem(capsys, "stats", "--repo", "acme/app")
-    assert code == 0, err
     store = tmp_path / "data" / "verified-memory" / "memory.db"
+    assert vmem(capsys, "stats", "--repo", "acme/app")[0] == 1  # reading creates nothing
+    assert not store.parent.exists()
+    code, _, err = vmem(capsys, "db", "migrate")
+    assert code == 0, err
     assert _mode(store) == 0o600
     assert _mode(store.parent) == 0o700
     for side in ("memory.db-wal", "memory.db-shm"):
@@ -111,8 +113,7 @@ def test_a_store_named_on_the_command_line_is_private_too(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)
-    code, _, err = vmem(capsys, "--db", str(tmp_path / "new" / "team.db"), "stats", "--repo",
-                        "acme/app")
+    code, _, err = vmem(capsys, "--db", str(tmp_path / "new" / "team.db"), "db", "migrate")
     assert code == 0, err
     assert _mode(tmp_path / "new" / "team.db") == 0o600
     assert _mode(tmp_path / "new") == 0o700

@@ -587,3 +587,28 @@ def test_a_store_made_before_the_quality_columns_migrates_in_place(
         assert versions == [m[0] for m in MIGRATIONS]
     finally:
         conn.close()
+
+
+def test_the_audit_trail_reads_its_partial_indexes(tmp_path: Path) -> None:
+    """``vmem log`` stays fast however many reads were logged: its queries use the
+    partial indexes of migration 5, which SQLite picks only when the query spells their
+    condition exactly (``_sqlite_admin.CHANGES``)."""
+    from verified_memory.models import EventKind, TelemetryEvent
+
+    store = SQLiteStore(tmp_path / "m.db")
+    try:
+        store.log([TelemetryEvent(EventKind.RETRIEVED, "acme/api", "m1")])
+        seen: list[str] = []
+        assert store._conn is not None
+        store._conn.set_trace_callback(seen.append)
+        store.events(repo="acme/api", changes=True, newest=True, limit=50)
+        store.events(memory_id="m1", changes=True, newest=True, limit=50)
+        store._conn.set_trace_callback(None)
+        plans = []
+        for sql in (s for s in seen if s.startswith("SELECT")):
+            plans.append(" ".join(str(row) for row in
+                                  store._conn.execute(f"EXPLAIN QUERY PLAN {sql}")))
+        assert "agent_memory_telemetry_repo_changes" in plans[0]
+        assert "agent_memory_telemetry_memory_changes" in plans[1]
+    finally:
+        store.close()

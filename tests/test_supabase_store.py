@@ -102,7 +102,7 @@ def _memory(memory_id: str = "m1", **fields: Any) -> Memory:
 
 def _event(kind: EventKind = EventKind.CREATED, memory_id: str | None = "m1") -> TelemetryEvent:
     return TelemetryEvent(kind=kind, repo=REPO, memory_id=memory_id, actor="agent", at=T0,
-                          detail={"n": 1})
+                          detail={"n": 1}, key="k1")
 
 
 def _row(memory: Memory) -> dict[str, Any]:
@@ -147,7 +147,7 @@ MEMORY_WIRE = {
                      "fact": ["get", "is", "retried", "post", "never"]},
 }
 EVENT_WIRE = {"kind": "created", "repo": "acme/api", "memory_id": "m1", "actor": "agent",
-              "at": "2026-03-01T09:30:00.000000+00:00", "detail": {"n": 1}}
+              "at": "2026-03-01T09:30:00.000000+00:00", "detail": {"n": 1}, "key": "k1"}
 
 
 def test_add_is_one_rpc_with_the_memory_and_its_events(store: SupabaseStore,
@@ -310,9 +310,10 @@ def test_events_filter_and_come_back_oldest_first(store: SupabaseStore, http: Re
     http.answer(httpx.Response(200, json=[{**EVENT_WIRE, "id": 7}]))
     [got] = store.events(repo=REPO, memory_id="m1", kinds=[EventKind.CREATED, "applied"],
                          limit=3)
-    assert got == TelemetryEvent(EventKind.CREATED, REPO, "m1", "agent", T0, {"n": 1}, id=7)
+    assert got == TelemetryEvent(EventKind.CREATED, REPO, "m1", "agent", T0, {"n": 1}, id=7,
+                                 key="k1")
     assert http.calls() == [("GET", "/rest/v1/agent_memory_telemetry", [
-        ("select", "id,kind,repo,memory_id,actor,at,detail"), ("repo", "eq.acme/api"),
+        ("select", "id,kind,repo,memory_id,actor,at,detail,key"), ("repo", "eq.acme/api"),
         ("memory_id", "eq.m1"), ("kind", "in.(created,applied)"), ("order", "at.asc,id.asc"),
         ("limit", "3")], None)]
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from verified_memory.errors import ValidationError
+from verified_memory.limits import check_depth
 from verified_memory.models import Memory, parse_citation
 from verified_memory.prompt import relevance
 from verified_memory.service import Context, MemoryService
@@ -283,7 +284,8 @@ def edits_since_capture(lines: Sequence[str]) -> int:
             continue
         try:
             entry: Any = json.loads(line)
-        except ValueError:
+            check_depth(entry, "a transcript line")  # _tool_calls walks it recursively
+        except (ValueError, RecursionError):  # ValidationError is a ValueError too
             continue
         for name in _tool_calls(entry):
             short = name.rsplit("__", 1)[-1]  # mcp__verified-memory__memory_store

@@ -30,15 +30,20 @@ __all__ = [
     "CITATION_LINES_MAX",
     "FACT_MAX",
     "IMPORT_LINE_MAX",
+    "JSON_DEPTH_MAX",
     "SUBJECT_MAX",
     "TAGS_MAX",
     "TAG_MAX",
     "bounded_lines",
+    "check_depth",
     "load_json",
     "read_bounded",
     "too_long",
 ]
 
+#: Levels of nesting any JSON input may have (a memory has four: memory, citations, a
+#: citation, its anchor; an event's detail a few more).
+JSON_DEPTH_MAX = 64
 #: Characters in one input line of ``vmem citations check`` (a citation is ~200).
 CHECK_LINE_MAX = 64 * 1024
 #: Characters in one line of ``vmem db import`` (a memory at every limit above takes
@@ -78,11 +83,31 @@ def read_bounded(stream: IO[str], limit: int, what: str) -> str:
 
 
 def load_json(text: str, where: str) -> Any:
-    """``json.loads``, with every failure a ``ValidationError`` naming ``where``."""
+    """``json.loads``, with every failure a ``ValidationError`` naming ``where``, and no
+    value nested deeper than ``JSON_DEPTH_MAX`` (``check_depth``)."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValidationError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} "
                               f"column {exc.colno}") from None
     except RecursionError:
         raise ValidationError(f"{where} is JSON nested too deeply") from None
+    check_depth(value, where)
+    return value
+
+
+def check_depth(value: Any, where: str, limit: int | None = None) -> None:
+    """Refuse (``ValidationError``) JSON nested deeper than ``limit`` levels (default
+    ``JSON_DEPTH_MAX``). What the parser accepts (about 1,000 levels) is still deep
+    enough to exhaust the stack of whatever walks it next (writing it back, a database
+    driver): nothing a memory holds is nested more than a few levels. Walked without
+    recursion."""
+    limit = JSON_DEPTH_MAX if limit is None else limit
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                raise ValidationError(f"{where} is JSON nested more than {limit} levels deep")
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)

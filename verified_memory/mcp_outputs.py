@@ -18,6 +18,7 @@ __all__ = [
     "CitationOut",
     "CitationReadOut",
     "FeedbackOut",
+    "ForgottenOut",
     "MemoryOut",
     "NotVerifiedOut",
     "PendingOut",
@@ -164,6 +165,15 @@ class FeedbackOut(_Out):
     recorded_at: str = Field(description="When it was recorded (ISO 8601).")
 
 
+class ForgottenOut(_Out):
+    id: str
+    repo: str
+    status: str = Field(description="What the memory was when it was forgotten.")
+    forgotten_by: str | None
+    forgotten_at: str = Field(description="When (ISO 8601).")
+    reason: str
+
+
 class CitationReadOut(_Out):
     repo: str
     ref: str
@@ -199,4 +209,6 @@ class StatsOut(_Out):
     unconfirmed: int = Field(description="Active memories not judged on the main line yet.")
     validated: int = Field(default=0, description="Active promotion candidates.")
     poor: int = Field(default=0, description="Active poor performers (left out of context).")
+    forgotten: int = Field(default=0, description=(
+        "Memories forgotten on request: tombstones, in no status and not in total."))
     invalidation_rate: float | None

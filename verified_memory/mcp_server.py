@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar, cast
 
+from verified_memory.audit import acting_as
 from verified_memory.budget import time_budget
 from verified_memory.config import CONTEXT_TIME_LIMIT
 from verified_memory.errors import (
@@ -71,6 +72,7 @@ try:
         AppliedOut,
         CitationReadOut,
         FeedbackOut,
+        ForgottenOut,
         MemoryOut,
     PendingOut,
         RecitedOut,
@@ -83,7 +85,7 @@ try:
 except ImportError as exc:  # the optional extra is not installed
     raise MissingDependency("mcp", "mcp") from exc
 
-__all__ = ["DEFAULT_HTTP_PORT", "TOOLS", "build_server", "check_port", "serve"]
+__all__ = ["DEFAULT_HTTP_PORT", "FORGET_TOOL", "TOOLS", "build_server", "check_port", "serve"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -96,6 +98,8 @@ TOOLS = (
     "memory_log_applied", "memory_feedback", "memory_read_citation",
     "memory_verify_citations", "memory_stats", "memory_pending", "memory_approve", "memory_reject",
 )
+#: Served only when whoever runs the server allows it (``vmem mcp --allow-forget``).
+FORGET_TOOL = "memory_forget"
 
 INSTRUCTIONS = """\
 verified-memory holds facts about this codebase that cite its code. A memory is a \
@@ -167,8 +171,9 @@ def _errors(fn: Callable[P, R]) -> Callable[P, R]:
 
     Each call is one pass under the server's time limit (``verified_memory.budget``):
     what it had no time to read is ``unverifiable``, and rejected credentials are an
-    error, never an answer that looks checked. Stored text in the answer has its
-    invisible characters shown as ``<U+...>`` (``prompt.reveal``).
+    error, never an answer that looks checked. Every write it makes is attributed to the
+    client, by the name it gave when it connected (``audit.acting_as``). Stored text in
+    the answer has its invisible characters shown as ``<U+...>`` (``prompt.reveal``).
 
     The tool's description is its docstring without the indentation a docstring
     carries (clients show it as it comes)."""
@@ -177,8 +182,9 @@ def _errors(fn: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         ctx = kwargs.get("ctx") or next((a for a in args if isinstance(a, Context)), None)
         seconds = _run(ctx).time_limit if isinstance(ctx, Context) else CONTEXT_TIME_LIMIT
+        actor = _agent(ctx) if isinstance(ctx, Context) else None
         try:
-            with time_budget(seconds) as budget:
+            with time_budget(seconds) as budget, acting_as(actor):
                 result = fn(*args, **kwargs)
             if budget is not None and isinstance(budget.down, CredentialsRejected):
                 raise budget.down
@@ -230,8 +236,8 @@ class CitationIn(BaseModel):
 
 RepoArg = Annotated[str | None, Field(
     description="Repository as 'owner/name'. Default: the repository the server runs in.")]
-MemoryIdArg = Annotated[str, Field(min_length=1, max_length=100,
-                                   description="The memory's id (a UUID).")]
+MemoryIdArg = Annotated[str, Field(min_length=1, max_length=200, description=(
+    "The memory's id (a UUID), or a unique start of it (8 characters usually do)."))]
 RefArg = Annotated[str, Field(min_length=1, max_length=255,
                               description="Commit, branch or tag to check the code at.")]
 LimitArg = Annotated[int, Field(ge=1, le=200, description="Most memories to consider.")]
@@ -405,12 +411,14 @@ def _counts(checks: list[dict[str, Any]]) -> dict[str, Any]:
 
 def build_server(service_factory: ServiceFactory, *,
                  default_repo: str | Callable[[], str] | None = None,
-                 time_limit: float | None = CONTEXT_TIME_LIMIT) -> MCPServer[_Run]:
+                 time_limit: float | None = CONTEXT_TIME_LIMIT,
+                 allow_forget: bool = False) -> MCPServer[_Run]:
     """The MCP server over the services ``service_factory`` makes.
 
     ``default_repo`` ('owner/name', or a callable returning it) is used when a tool call
     names no repository. ``time_limit``: the seconds one tool call may spend reading
-    code (None: no limit)."""
+    code (None: no limit). ``allow_forget`` serves ``memory_forget`` too: deleting
+    memories is for whoever runs the server to allow, never for an agent to decide."""
     from verified_memory import __version__
 
     @asynccontextmanager
@@ -424,6 +432,8 @@ def build_server(service_factory: ServiceFactory, *,
     server: MCPServer[_Run] = _Server(
         "verified-memory", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
     _add_tools(server)
+    if allow_forget:
+        _add_forget(server)
     _add_prompts(server)
     return server
 
@@ -746,6 +756,23 @@ def _add_tools(server: MCPServer[_Run]) -> None:
         to judge how much to trust the memory of this repository, or for a report."""
         run = _run(ctx)
         return StatsOut.model_validate(run.service().stats(run.repo(repo)).to_dict())
+
+
+def _add_forget(server: MCPServer[_Run]) -> None:
+    @server.tool(title="Forget a memory",
+                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
+                                             idempotent_hint=False, open_world_hint=False))
+    @_errors
+    def memory_forget(ctx: ToolContext, memory_id: MemoryIdArg,
+                      reason: Annotated[str, Field(min_length=1, max_length=2000, description=(
+                          "Why it must go (kept on the tombstone)."))]) -> ForgottenOut:
+        """Delete a memory's text and citations for good, keeping a tombstone (its id,
+        repository, who, when, why) and its audit trail. Call it only when a person asked
+        for it: sensitive text stored by mistake, or a memory that should never have
+        existed. A wrong memory that was once right is invalidated instead
+        (memory_invalidate), and a corrected one supersedes it (memory_supersede)."""
+        (stone,) = _run(ctx).service().forget(memory_id, reason=reason)
+        return ForgottenOut.model_validate(stone.to_dict())
 
 
 def _code_at(service: MemoryService, repo: str, check: CitationCheck, revision: str,

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import struct
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import FrozenInstanceError, dataclass, field, replace
@@ -21,6 +23,7 @@ from typing import Any
 from verified_memory.errors import ValidationError
 
 __all__ = [
+    "READ_KINDS",
     "Anchor",
     "Citation",
     "CitationCheck",
@@ -30,17 +33,21 @@ __all__ = [
     "Fingerprint",
     "Location",
     "Memory",
+    "MemoryFilter",
     "NewMemory",
     "Outcome",
     "RepoStats",
     "Scope",
     "Status",
+    "StoreInfo",
     "Stored",
     "TelemetryEvent",
+    "Tombstone",
     "Transition",
     "Verification",
     "decode_line_hashes",
     "encode_line_hashes",
+    "new_event_key",
     "normalize_path",
     "utcnow",
     "validate_repo",
@@ -147,6 +154,13 @@ class EventKind(StrEnum):
     VALIDATED = "validated"  # applied often enough with enough success: a promotion candidate
     PROMOTED = "promoted"  # written into a rules file by a person
     EXPIRED = "expired"
+    # Hygiene: a memory's text and citations deleted on request; a tombstone is kept.
+    FORGOTTEN = "forgotten"
+
+
+#: Events that record a read and change nothing: an audit trail (``vmem log``) leaves
+#: them out unless asked, and stores index the other events apart.
+READ_KINDS = frozenset({EventKind.RETRIEVED, EventKind.CHECKED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,9 +522,21 @@ class Stored:
                 "conflicts": list(self.conflicts), "warnings": list(self.warnings)}
 
 
+def new_event_key() -> str:
+    """A new event's key: 32 hex digits, the time in nanoseconds then 64 random bits, so
+    that keys are unique across stores and grow with time (an index on them is appended
+    to, not rewritten at random places)."""
+    return f"{time.time_ns():016x}{secrets.token_hex(8)}"
+
+
 @dataclass(frozen=True, slots=True)
 class TelemetryEvent:
-    """One append-only telemetry record. ``detail`` is JSON-serialisable."""
+    """One append-only telemetry record. ``detail`` is JSON-serialisable.
+
+    ``key`` names the event wherever it travels: a store gives an event without one a
+    new key (``new_event_key``) when it writes it, an export carries it, and an import
+    skips the keys a store already holds, so importing a file twice adds nothing. Events
+    written before keys existed have none (``transfer`` derives one for them)."""
 
     kind: EventKind
     repo: str
@@ -519,6 +545,7 @@ class TelemetryEvent:
     at: datetime = field(default_factory=utcnow)
     detail: Mapping[str, Any] = field(default_factory=dict)
     id: int | None = None  # assigned by the store
+    key: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -529,6 +556,7 @@ class TelemetryEvent:
             "actor": self.actor,
             "at": self.at.isoformat(),
             "detail": dict(self.detail),
+            "key": self.key,
         }
 
     @classmethod
@@ -541,7 +569,75 @@ class TelemetryEvent:
             at=datetime.fromisoformat(data["at"]),
             detail=dict(data.get("detail") or {}),
             id=data.get("id"),
+            key=data.get("key"),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """What is left of a forgotten memory: which it was, where, who forgot it, when and
+    why. Its subject, fact, reason, tags and citations are deleted; its telemetry stays
+    (the audit trail), and its id is never used again (an import skips it)."""
+
+    id: str
+    repo: str
+    status: Status  # the memory's status when it was forgotten
+    forgotten_by: str | None
+    forgotten_at: datetime
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "repo": self.repo, "status": self.status.value,
+                "forgotten_by": self.forgotten_by,
+                "forgotten_at": self.forgotten_at.isoformat(), "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilter:
+    """Which memories of a repository a listing keeps (``MemoryStore.find``): every
+    field narrows, None does not. ``status`` None keeps every status; ``path`` keeps
+    memories citing that file; ``since`` those created at or after it."""
+
+    status: Status | None = None
+    category: str | None = None
+    tag: str | None = None
+    path: str | None = None
+    created_by: str | None = None
+    since: datetime | None = None
+
+    def keeps(self, memory: Memory) -> bool:
+        """Whether ``memory`` passes (the rule every store applies, here in Python)."""
+        return ((self.status is None or memory.status is self.status)
+                and (self.category is None or memory.category == self.category)
+                and (self.tag is None or self.tag in memory.tags)
+                and (self.path is None or any(c.path == self.path for c in memory.citations))
+                and (self.created_by is None or memory.created_by == self.created_by)
+                and (self.since is None or memory.created_at >= self.since))
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo:
+    """Where a store is and what it holds (``vmem where``). Counts are of what the
+    caller may see (row-level security applies); ``size_bytes`` is the file with its
+    write-ahead log (SQLite) or the tables with their indexes (Postgres), None when the
+    store cannot tell."""
+
+    kind: str  # sqlite, postgres, supabase, memory
+    location: str  # a path, or a URL with its credentials hidden
+    schema_version: str | None
+    size_bytes: int | None
+    memories: int
+    forgotten: int
+    events: int
+    archived_events: int
+    repos: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "location": self.location,
+                "schema_version": self.schema_version, "size_bytes": self.size_bytes,
+                "memories": self.memories, "forgotten": self.forgotten,
+                "events": self.events, "archived_events": self.archived_events,
+                "repos": self.repos}
 
 
 @dataclass(frozen=True, slots=True)
@@ -705,6 +801,9 @@ class RepoStats:
     unconfirmed: int = 0
     validated: int = 0  # active promotion candidates (``Memory.validated``)
     poor: int = 0  # active poor performers (``Memory.poor``)
+    #: Memories forgotten on request: tombstones, in no status and not in ``total``;
+    #: their events still count (``created`` counts every memory ever stored).
+    forgotten: int = 0
 
     @property
     def total(self) -> int:
@@ -727,6 +826,7 @@ class RepoStats:
             "unconfirmed": self.unconfirmed,
             "validated": self.validated,
             "poor": self.poor,
+            "forgotten": self.forgotten,
             "invalidation_rate": self.invalidation_rate,
         }
 

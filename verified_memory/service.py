@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from verified_memory.audit import acting_actor, named_memory, resolve_id, trail
 from verified_memory.errors import Conflict, NotFound, SourceUnavailable, ValidationError
 from verified_memory.models import (
     Citation,
@@ -21,11 +22,14 @@ from verified_memory.models import (
     CitationRef,
     EventKind,
     Memory,
+    MemoryFilter,
     NewMemory,
     RepoStats,
     Status,
     Stored,
+    StoreInfo,
     TelemetryEvent,
+    Tombstone,
     Transition,
     Verification,
     parse_citation,
@@ -129,6 +133,21 @@ class MemoryService:
 
     # ------------------------------------------------------------------ plumbing
 
+    @property
+    def current_actor(self) -> str:
+        """Who the writes of this call are attributed to: the name an entry point set
+        for it (``audit.acting_as``: an MCP client), else the service's ``actor``."""
+        return acting_actor() or self.actor
+
+    def resolve(self, memory_id: str) -> str:
+        """The full id a unique prefix names (``audit.resolve_id``): ``NotFound`` when no
+        memory has it, ``ValidationError`` when more than one starts with it."""
+        return resolve_id(self.memories, memory_id)
+
+    def _memory(self, memory_id: str) -> Memory:
+        """The memory an id or a unique prefix of one names (``audit.named_memory``)."""
+        return named_memory(self.memories, memory_id)
+
     def source_for(self, repo: str) -> CodeSource:
         """The code of ``repo``: the one source, or what the factory gives for it."""
         if self._source is None:
@@ -145,8 +164,8 @@ class MemoryService:
         else:
             memory_id = memory
         assert repo is not None
-        return TelemetryEvent(kind=kind, repo=repo, memory_id=memory_id, actor=self.actor,
-                              at=at or utcnow(), detail=detail)
+        return TelemetryEvent(kind=kind, repo=repo, memory_id=memory_id,
+                              actor=self.current_actor, at=at or utcnow(), detail=detail)
 
     def record_retrieval(self, memories: Sequence[Memory], via: str,
                          **detail: Any) -> list[Memory]:
@@ -156,10 +175,10 @@ class MemoryService:
 
         Written behind the read (telemetry.py): a read must not cost a transaction. One
         time and one detail for the whole read: it is one retrieval."""
-        at, detail = utcnow(), {"via": via, **detail}
+        at, detail, actor = utcnow(), {"via": via, **detail}, self.current_actor
         self.telemetry.add([
             TelemetryEvent(kind=EventKind.RETRIEVED, repo=m.repo, memory_id=m.id,
-                           actor=self.actor, at=at, detail=detail)
+                           actor=actor, at=at, detail=detail)
             for m in memories
         ])
         return list(memories)
@@ -203,7 +222,10 @@ class MemoryService:
             detail["pending"] = f"category {built.category} needs approval"
         if conflicts:
             detail["conflicts"] = list(conflicts)
-        self.memories.add(built, [self._event(EventKind.CREATED, built, **detail)])
+        # Attributed to who stored it: --created-by, else the caller (audit.py).
+        created = replace(self._event(EventKind.CREATED, built, **detail),
+                          actor=built.created_by)
+        self.memories.add(built, [created])
         return Stored(built, conflicts=conflicts, warnings=self._over_limit(built.repo))
 
     def _citing_code(self, memory: Memory) -> list[Memory]:
@@ -218,11 +240,12 @@ class MemoryService:
 
     def _refresh_duplicate(self, existing: Memory, attempt: Memory) -> Memory:
         now = utcnow()
+        # No text of the attempt in the event: telemetry outlives a forgotten memory.
+        event = replace(self._event(EventKind.REFRESHED, existing, by="duplicate"),
+                        actor=attempt.created_by)
         return self._transition(existing, Transition(
             existing.id, expect=existing.status, refreshed_at=now, used_at=now,
-            events=(self._event(EventKind.REFRESHED, existing, by="duplicate",
-                                subject=attempt.subject, created_by=attempt.created_by),)),
-            "refresh")
+            events=(event,)), "refresh")
 
     def _over_limit(self, repo: str) -> tuple[str, ...]:
         warning = self.soft_limit_warning(repo)
@@ -253,7 +276,8 @@ class MemoryService:
     def supersede(self, old_id: str, new: NewMemory | Mapping[str, Any], *,
                   ref: str = "HEAD") -> Memory:
         """Replace an active memory with a corrected one, atomically (else ``Conflict``)."""
-        old = self.memories.get(old_id)
+        old = self._memory(old_id)
+        old_id = old.id
         if old.status is not Status.ACTIVE:
             raise Conflict(f"memory {old_id} is {old.status.value}; only an active memory "
                            "can be superseded")
@@ -265,9 +289,10 @@ class MemoryService:
         built = self._build(new_memory, ref=ref, supersedes=old_id)
         self.telemetry.flush()
         self.memories.supersede(old_id, built, [
-            self._event(EventKind.CREATED, built, citations=len(built.citations),
-                        supersedes=old_id),
-            self._event(EventKind.SUPERSEDED, old, superseded_by=built.id),
+            replace(self._event(EventKind.CREATED, built, citations=len(built.citations),
+                                supersedes=old_id), actor=built.created_by),
+            replace(self._event(EventKind.SUPERSEDED, old, superseded_by=built.id),
+                    actor=built.created_by),
         ])
         return built
 
@@ -283,7 +308,7 @@ class MemoryService:
         return Memory(
             id=str(uuid.uuid4()), repo=new.repo, subject=new.subject, fact=new.fact,
             citations=citations, reason=new.reason, category=category, tags=new.tags,
-            supersedes=supersedes, created_by=new.created_by or self.actor,
+            supersedes=supersedes, created_by=new.created_by or self.current_actor,
             created_at=now, refreshed_at=now, used_at=now,
             status=Status.PENDING if self.policy.needs_approval(category) else Status.ACTIVE,
         )
@@ -291,19 +316,19 @@ class MemoryService:
     def refresh(self, memory_id: str) -> Memory:
         """Mark an active memory as still useful (after the agent checked it): it ranks
         higher, and counts as used (an unused memory expires)."""
-        memory = self.memories.get(memory_id)
+        memory = self._memory(memory_id)
         now = utcnow()
         return self._transition(memory, Transition(
-            memory_id, refreshed_at=now, used_at=now,
+            memory.id, refreshed_at=now, used_at=now,
             events=(self._event(EventKind.REFRESHED, memory, by="request"),)), "refresh")
 
     def invalidate(self, memory_id: str, reason: str) -> Memory:
         """Retire an active memory whose code no longer supports it."""
         if not isinstance(reason, str) or not reason.strip():
             raise ValidationError("an invalidation needs a reason")
-        memory = self.memories.get(memory_id)
+        memory = self._memory(memory_id)
         return self._transition(memory, Transition(
-            memory_id, status=Status.INVALID, invalid_reason=reason.strip(),
+            memory.id, status=Status.INVALID, invalid_reason=reason.strip(),
             events=(self._event(EventKind.INVALIDATED, memory, reason=reason.strip()),)),
             "invalidate")
 
@@ -312,7 +337,8 @@ class MemoryService:
 
         An expired memory comes back when it is used: it is verified first, and only if
         its citations hold at the main line's tip is it active again and applied."""
-        memory = self.memories.get(memory_id)
+        memory = self._memory(memory_id)
+        memory_id = memory.id
         if memory.status is Status.EXPIRED:
             (check,) = self.verify([memory_id], include_expired=True,
                                    expire=False).verifications
@@ -329,7 +355,8 @@ class MemoryService:
     # ------------------------------------------------------------------ reading
 
     def get(self, memory_id: str) -> Memory:
-        memory = self.memories.get(memory_id)
+        """The memory an id (or a unique prefix of one) names."""
+        memory = self._memory(memory_id)
         return self.record_retrieval([memory], "get")[0]
 
     def get_recent(self, repo: str, limit: int = 50, *, category: str | None = None,
@@ -396,16 +423,23 @@ class MemoryService:
         return Verifier(source, locator=self.locator).check(citations, revision)
 
     def history(self, memory_id: str) -> list[Memory]:
-        """The supersede chain through this memory, oldest first."""
-        memory = self.memories.get(memory_id)
+        """The supersede chain through this memory, oldest first (a forgotten link ends
+        it: what it said is gone)."""
+        memory = self._memory(memory_id)
         chain = [memory]
         seen = {memory.id}
         while chain[0].supersedes and chain[0].supersedes not in seen:
             seen.add(chain[0].supersedes)
-            chain.insert(0, self.memories.get(chain[0].supersedes))
+            try:
+                chain.insert(0, self.memories.get(chain[0].supersedes))
+            except NotFound:
+                break
         while chain[-1].superseded_by and chain[-1].superseded_by not in seen:
             seen.add(chain[-1].superseded_by)
-            chain.append(self.memories.get(chain[-1].superseded_by))
+            try:
+                chain.append(self.memories.get(chain[-1].superseded_by))
+            except NotFound:
+                break
         return chain
 
     def standing(self, memory: Memory) -> str:
@@ -474,7 +508,11 @@ class MemoryService:
         With ``expire`` (the default), a memory nobody used for the policy's days is
         left out unread, and expires at the tip (``verify/passes.py``)."""
         if ids is not None:
-            memories = self.memories.get_many(list(ids))
+            asked = list(ids)
+            try:
+                memories = self.memories.get_many(asked)
+            except NotFound:  # short ids among them
+                memories = [self._memory(memory_id) for memory_id in asked]
         elif repo is not None:
             name = validate_repo(repo)
             memories = self.memories.recent(name, limit=None)
@@ -488,7 +526,7 @@ class MemoryService:
                                                           (include_expired, Status.EXPIRED))
                            if wanted)
         return VerificationPass(
-            self.memories, self.telemetry, actor=self.actor, locator=self.locator,
+            self.memories, self.telemetry, actor=self.current_actor, locator=self.locator,
             truth_ref=self.truth_ref, expire_days=self.policy.expire_days if expire else 0,
         ).run(memories, self.source_for, ref=ref, apply=apply, revive=revive,
               on_progress=on_progress)
@@ -600,7 +638,8 @@ class MemoryService:
         memory becomes active again (for code that moved further than relocation could
         follow). At the main line's tip the memory counts as judged there; anywhere else
         it waits, like a memory stored on a branch, until its commit is merged."""
-        memory = self.memories.get(memory_id)
+        memory = self._memory(memory_id)
+        memory_id = memory.id
         if memory.status not in (Status.ACTIVE, Status.INVALID):
             raise Conflict(f"memory {memory_id} is {memory.status.value}; only an active or "
                            "invalid memory can be re-cited")
@@ -659,7 +698,8 @@ class MemoryService:
         note = (note or "").strip() or None
         if note is not None and len(note) > 2000:
             raise ValidationError(f"note is {len(note)} characters long; the limit is 2000")
-        memory = self.memories.get(memory_id)
+        memory = self._memory(memory_id)
+        memory_id = memory.id
         event = self._event(EventKind.FEEDBACK, memory, outcome=outcome, note=note)
         transition = Transition(memory_id, expect=memory.status,
                                 add_successes=int(outcome == "success"),
@@ -690,12 +730,12 @@ class MemoryService:
     def approve(self, memory_id: str, *, by: str | None = None) -> Memory:
         """Make a pending memory active. Refused (``Conflict``) to whoever proposed it,
         unless the policy allows self-approval: its category needs a second person."""
-        memory = self.memories.get(memory_id)
-        approver = by or self.actor
+        memory = self._memory(memory_id)
+        approver = by or self.current_actor
         self._check_reviewer(memory, approver, "approve")
         now = utcnow()
         return self._transition(memory, Transition(
-            memory_id, expect=Status.PENDING, status=Status.ACTIVE, refreshed_at=now,
+            memory.id, expect=Status.PENDING, status=Status.ACTIVE, refreshed_at=now,
             used_at=now, events=(self._event(EventKind.APPROVED, memory, by=approver),)),
             "approve")
 
@@ -703,12 +743,12 @@ class MemoryService:
         """Retire a pending memory (it becomes invalid, the reason kept)."""
         if not isinstance(reason, str) or not reason.strip():
             raise ValidationError("a rejection needs a reason")
-        memory = self.memories.get(memory_id)
-        reviewer = by or self.actor
+        memory = self._memory(memory_id)
+        reviewer = by or self.current_actor
         self._check_reviewer(memory, reviewer, "reject")
         why = f"rejected by {reviewer}: {reason.strip()}"
         return self._transition(memory, Transition(
-            memory_id, expect=Status.PENDING, status=Status.INVALID, invalid_reason=why,
+            memory.id, expect=Status.PENDING, status=Status.INVALID, invalid_reason=why,
             events=(self._event(EventKind.REJECTED, memory, by=reviewer,
                                 reason=reason.strip()),)), "reject")
 
@@ -739,7 +779,8 @@ class MemoryService:
         ``write`` write the rule (``rules_file.write_rule``), then record the promotion,
         so a rule that could not be written is not recorded. Refused (``Conflict``)
         unless the memory is validated, in no conflict, and holds."""
-        memory = self.memories.get(memory_id)
+        memory = self._memory(memory_id)
+        memory_id = memory.id
         if not memory.validated:
             raise Conflict(f"memory {memory_id} is not validated (applied "
                            f"{memory.applied_count}x, success rate "
@@ -758,6 +799,61 @@ class MemoryService:
             memory_id, promoted_to=to,
             events=(self._event(EventKind.PROMOTED, memory, to=to),)), "promote")
         return replace(check, memory=promoted)
+
+    # ------------------------------------------------------------------ audit and hygiene
+
+    def list_memories(self, repo: str, where: MemoryFilter | None = None, *,
+                      limit: int = 50) -> list[Memory]:
+        """Memories of ``repo`` in any status (or those ``where`` keeps), most recently
+        refreshed first: the audit view of ``vmem list``. Not verified, and not a
+        retrieval (nothing is handed to an agent): no ``retrieved`` events."""
+        validate_repo(repo)
+        _check_limit(limit)
+        if where is not None and where.path is not None:
+            where = replace(where, path=parse_citation(
+                {"path": where.path, "line_start": 1}, "path").path)
+        return self.memories.find(repo, where, limit=limit)
+
+    def audit(self, memory_id: str | None = None, *, repo: str | None = None,
+              kinds: Sequence[EventKind] | None = None, reads: bool = False,
+              since: datetime | None = None, limit: int = 50) -> list[TelemetryEvent]:
+        """The audit trail of a memory (an id or a unique prefix; a forgotten memory's
+        too) or of a repository, newest first: who did what, when, at which ref, why.
+        Reads (``retrieved``, ``checked``) are left out unless ``reads`` or ``kinds``
+        asks for them. A memory's trail includes archived events; a repository's reads
+        the live telemetry (``vmem db compact`` archives what is older)."""
+        _check_limit(limit)
+        self.telemetry.flush()
+        return trail(self.memories, memory_id, repo=repo, kinds=kinds, reads=reads,
+                     since=since, limit=limit)
+
+    def forget(self, memory_id: str | None = None, *, repo: str | None = None,
+               reason: str, by: str | None = None) -> list[Tombstone]:
+        """Forget a memory (an id or a unique prefix), or with ``memory_id`` None every
+        memory of ``repo``: their text and citations are deleted, a tombstone (id,
+        repository, who, when, why) and a ``forgotten`` event are kept, in one
+        transaction. Any status may be forgotten; ``by`` defaults to the caller."""
+        who = by or self.current_actor
+        self.telemetry.flush()
+        if memory_id is None:
+            if repo is None:
+                raise ValidationError("forget needs a memory id, or a repository to wipe")
+            return self.memories.forget(repo=validate_repo(repo), by=who, reason=reason)
+        memory = self._memory(memory_id)
+        if repo is not None and memory.repo != validate_repo(repo):
+            raise NotFound(f"memory {memory.id} is in {memory.repo}, not {repo}")
+        return self.memories.forget([memory.id], by=who, reason=reason)
+
+    def tombstones(self, repo: str, *, limit: int = 50) -> list[Tombstone]:
+        """What is left of the memories of ``repo`` that were forgotten, newest first."""
+        _check_limit(limit)
+        return self.memories.tombstones(repo=validate_repo(repo), limit=limit)
+
+    def info(self) -> StoreInfo:
+        """Where the store is, its schema version, size and counts (``vmem where``)."""
+        self.telemetry.flush()
+        return self.memories.info()
+
 
 def _percent(rate: float | None) -> str:
     return "n/a" if rate is None else f"{rate:.0%}"

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
+from verified_memory.cli.admin import COMMANDS as ADMIN_COMMANDS
 from verified_memory.cli.citations import citations
 from verified_memory.cli.db import db
 from verified_memory.cli.env import (
@@ -28,18 +29,12 @@ from verified_memory.cli.env import (
 )
 from verified_memory.cli.hook import hook
 from verified_memory.cli.init import init
+from verified_memory.cli.inputs import memory_input, parse_cite
 from verified_memory.cli.quality import COMMANDS as QUALITY_COMMANDS
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
-from verified_memory.errors import ValidationError, VerifiedMemoryError
-from verified_memory.models import (
-    CitationRef,
-    Decision,
-    NewMemory,
-    Status,
-    Stored,
-    parse_citation,
-)
+from verified_memory.errors import VerifiedMemoryError
+from verified_memory.models import Decision, Status, Stored
 from verified_memory.service import VerificationReport
 
 __all__ = ["main"]
@@ -72,7 +67,7 @@ cli.add_command(db)
 cli.add_command(review)
 cli.add_command(hook)
 cli.add_command(init)
-for _command in QUALITY_COMMANDS:
+for _command in (*QUALITY_COMMANDS, *ADMIN_COMMANDS):
     cli.add_command(_command)
 
 
@@ -81,42 +76,6 @@ def filter_options(f: F) -> F:
     f = click.option("--tag", help="Only memories with this tag.")(f)
     return click.option("--category",
                         help="Only memories of this category (e.g. convention).")(f)
-
-
-def _memory_input(input_file: str | None, repo: str | None, env: Env,
-                  flags: dict[str, Any], cites: tuple[str, ...]) -> NewMemory:
-    if input_file is not None or (not flags.get("subject") and not cites
-                                  and not sys.stdin.isatty()):
-        from verified_memory.limits import IMPORT_LINE_MAX, load_json, read_bounded
-
-        where = "stdin" if input_file in (None, "-") else input_file
-        with click.open_file(input_file or "-", encoding="utf-8") as fh:
-            text = read_bounded(fh, IMPORT_LINE_MAX, f"the memory on {where}")
-        if not text.strip():
-            raise ValidationError("no memory given: pass --subject, --fact and --cite, "
-                                  "or a JSON memory on stdin")
-        data = load_json(text, where)
-        if isinstance(data, dict) and "repo" not in data:
-            data["repo"] = env.repo(repo)
-        return NewMemory.parse(data)
-    data = {k: v for k, v in flags.items() if v not in (None, ())}
-    data["tags"] = list(flags.get("tags") or ())
-    data["citations"] = [_parse_cite(c, f"--cite {c}") for c in cites]
-    data["repo"] = env.repo(repo)
-    return NewMemory.parse(data)
-
-
-def _parse_cite(text: str, where: str) -> CitationRef:
-    """PATH:START[-END][@SHA] as typed on a command line."""
-    sha = None
-    if "@" in text:
-        text, sha = text.rsplit("@", 1)
-    path, sep, lines = text.rpartition(":")
-    if not sep:
-        raise ValidationError(f"{where}: expected PATH:START-END")
-    start, _, end = lines.partition("-")
-    return parse_citation({"path": path, "line_start": start, "line_end": end or start,
-                           "sha": sha}, where)
 
 
 def memory_options(f: F) -> F:
@@ -153,8 +112,8 @@ def store(env: Env, /, repo: str | None, as_json: bool, ref: str, worktree: bool
     echo '{"repo": "o/r", "subject": ..., "citations": [...]}' | vmem store
     """
     env.out = Output(as_json)
-    new = _memory_input(input_file, repo, env, flags, cites)
-    with running(env, worktree=worktree) as service:
+    new = memory_input(input_file, repo, lambda: env.repo(None), flags, cites)
+    with running(env, worktree=worktree, create=True) as service:
         stored = service.store(new, ref=ref)
     _tell_stored(env, stored)
 
@@ -193,8 +152,8 @@ def supersede(env: Env, /, old_id: str, repo: str | None, as_json: bool, ref: st
     """Replace an active memory with a corrected one (atomically)."""
     env.out = Output(as_json)
     with running(env) as service:
-        old = service.memories.get(old_id)
-        new = _memory_input(input_file, repo or old.repo, env, flags, cites)
+        old = service.memories.get(service.resolve(old_id))
+        new = memory_input(input_file, repo, lambda: old.repo, flags, cites)
         memory = service.supersede(old_id, new, ref=ref)
     env.out.done(memory, f"stored {memory.id}, superseding {old_id}")
 
@@ -252,7 +211,7 @@ def search(env: Env, query: str, repo: str | None, as_json: bool, path: str | No
         if path:
             lines = None
             if ":" in path:
-                cite = _parse_cite(path, f"--path {path}")
+                cite = parse_cite(path, f"--path {path}")
                 path, lines = cite.path, (cite.line_start, cite.line_end)
             found = service.search_by_path(name, path, lines, limit=limit, category=category,
                                            tag=tag)
@@ -437,7 +396,7 @@ def recite(env: Env, memory_id: str, cites: tuple[str, ...], ref: str, reason: s
     vmem recite 132d0c13-... --cite src/net/retry.py:40-52
     """
     env.out = Output(as_json)
-    citations = [_parse_cite(c, f"--cite {c}") for c in cites]
+    citations = [parse_cite(c, f"--cite {c}") for c in cites]
     with running(env) as service:
         memory = service.recite(memory_id, citations, ref=ref, reason=reason)
         standing = service.standing(memory)
@@ -494,8 +453,13 @@ def demo(demo_db: str | None, keep: bool) -> None:
                    "of the working copy).")
 @click.option("--worktree", is_flag=True,
               help="Verify against the files on disk, uncommitted changes included.")
+@click.option("--allow-forget", is_flag=True, envvar="VMEM_MCP_ALLOW_FORGET",
+              help="Serve memory_forget too (deletes a memory's text and citations, keeping "
+                   "a tombstone): for whoever runs the server to allow. "
+                   "[env VMEM_MCP_ALLOW_FORGET=1]")
 @pass_env
-def mcp_command(env: Env, http: bool, port: int, repo: str | None, worktree: bool) -> None:
+def mcp_command(env: Env, http: bool, port: int, repo: str | None, worktree: bool,
+                allow_forget: bool) -> None:
     """Serve the memory tools and prompts to agents over the Model Context Protocol:
     stdio (what Claude Code, Cursor and most clients launch), or --http.
 
@@ -505,8 +469,9 @@ def mcp_command(env: Env, http: bool, port: int, repo: str | None, worktree: boo
     """
     from verified_memory.mcp_server import build_server, check_port, serve
 
-    server = build_server(lambda: env.service(worktree=worktree),
-                          default_repo=lambda: env.repo(repo), time_limit=env.seconds("context"))
+    server = build_server(lambda: env.service(worktree=worktree, create=True),
+                          default_repo=lambda: env.repo(repo), time_limit=env.seconds("context"),
+                          allow_forget=allow_forget)
     if http:
         check_port(port)  # a busy port is one line and exit 1, not a server's log
         click.echo(f"vmem: serving MCP on http://127.0.0.1:{port}/mcp", err=True)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import click
 
-from verified_memory.limits import CHECK_LINE_MAX, bounded_lines, too_long
+from verified_memory.errors import ValidationError
+from verified_memory.limits import CHECK_LINE_MAX, bounded_lines, check_depth, too_long
 from verified_memory.verify.bulk import Item
 
 __all__ = ["citations", "parse_jsonl"]
@@ -71,6 +72,11 @@ def parse_jsonl(lines: Iterable[str], *, max_line: int | None = None) -> Iterato
             continue
         except RecursionError:
             yield f"line {number}", f"line {number} is JSON nested too deeply"
+            continue
+        try:
+            check_depth(data, f"line {number}")
+        except ValidationError as exc:
+            yield f"line {number}", str(exc)
             continue
         if not isinstance(data, dict):
             yield f"line {number}", f"line {number} is not a JSON object"

@@ -94,10 +94,22 @@ class Env:
 
         return checked_out_branch(self.working_copy) or given
 
-    def service(self, *, worktree: bool = False,
-                source: CodeSource | None = None) -> MemoryService:
+    def missing_store(self) -> str | None:
+        """The path of the SQLite store in use when that file does not exist (None when
+        it does, or the store is not a SQLite file)."""
+        from pathlib import Path
+
+        from verified_memory.store import sqlite_path
+
+        path = sqlite_path(self.db)
+        return path if path is not None and not Path(path).expanduser().exists() else None
+
+    def service(self, *, worktree: bool = False, source: CodeSource | None = None,
+                create: bool = False) -> MemoryService:
         """A service on the chosen store, reading code through ``source`` when given
-        (closed with the service), else the working copy or GitHub, per repository."""
+        (closed with the service), else the working copy or GitHub, per repository.
+        ``create``: a SQLite store that does not exist is created (commands that store);
+        otherwise it is an error naming the file, and nothing is created."""
         from verified_memory.cli.ci import require_store
         from verified_memory.config import Settings
         from verified_memory.store import open_store
@@ -105,7 +117,7 @@ class Env:
         require_store(self.db)  # in CI, never a throwaway store that checks nothing
         settings = Settings.from_env()
         factory = SourcesByRepo(lambda repo: self._source(repo, worktree, settings))
-        return MemoryService(open_store(self.db, settings),
+        return MemoryService(open_store(self.db, settings, create=create),
                              source if source is not None else factory,
                              actor=settings.actor, truth_ref=settings.truth_ref,
                              policy=QualityPolicy.from_env())
@@ -128,10 +140,11 @@ class Env:
 
 @contextmanager
 def running(env: Env, *, worktree: bool = False, source: CodeSource | None = None,
-            kind: Kind = "verify") -> Iterator[MemoryService]:
+            kind: Kind = "verify", create: bool = False) -> Iterator[MemoryService]:
     """A service for one command, whose reads of code are one pass of ``kind``'s time
-    limit (``cli.passes``); closed at the end."""
-    service = env.service(worktree=worktree, source=source)
+    limit (``cli.passes``); closed at the end. Only a command that stores passes
+    ``create``: the others never create a store."""
+    service = env.service(worktree=worktree, source=source, create=create)
     try:
         with bounded(env.out, env.seconds(kind)) as budget:
             env.budget = budget

@@ -94,6 +94,8 @@ def hook(ctx: click.Context, event: str, client: str, repo: str | None, budget: 
             env.out.json(hooks.output(chosen, when, reminder))
         return
     name = env.repo(repo)
+    if env.missing_store() is not None:
+        return  # nothing stored yet: nothing to say (and no store created)
     ref = env.ref("HEAD")
     with running(env, kind="context") as service:
         if when == "session-start":

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from verified_memory.audit import short_ids
 from verified_memory.models import CitationCheck, Decision, Memory, Outcome, RepoStats
 from verified_memory.prompt import reveal, sanitize
 
@@ -64,11 +65,13 @@ class Output:
             self.out.print(_plain(f"{title}: none"))
             return
         table = Table(title=_plain(title), title_justify="left")
-        table.add_column("id", no_wrap=True, min_width=36)  # ids are copied: never fold
+        # Ids are copied: never folded; short (any unique start is taken back: audit.py).
+        table.add_column("id", no_wrap=True)
+        short = short_ids([m.id for m in memories])
         for column in ("subject", "status", "citations", "refreshed"):
             table.add_column(column, overflow="fold")
         for m in memories:
-            table.add_row(_plain(m.id), _plain(m.subject), m.status.value,
+            table.add_row(_plain(short[m.id]), _plain(m.subject), m.status.value,
                           _plain("\n".join(str(c.location) for c in m.citations)),
                           m.refreshed_at.strftime("%Y-%m-%d %H:%M"))
         self.out.print(table)
@@ -134,6 +137,7 @@ class Output:
         table.add_column("count", justify="right")
         for status, n in s.by_status.items():
             table.add_row(_plain(f"status {status}"), str(n))
+        table.add_row("forgotten (tombstones: in no status)", str(s.forgotten))
         for kind, n in sorted(s.events.items()):
             table.add_row(_plain(f"event {kind}"), str(n))
         table.add_row("active, not judged on the main line yet", str(s.unconfirmed))

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from verified_memory.errors import ValidationError
+from verified_memory.limits import check_depth
 
 __all__ = [
     "BLOCK_BEGIN",
@@ -54,11 +55,14 @@ def load_json(text: str | None, where: str) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(text)
+        check_depth(data, where)
     except json.JSONDecodeError as exc:
         raise ValidationError(
             f"{where} is not plain JSON ({exc.msg} at line {exc.lineno} column {exc.colno}; "
             "comments and trailing commas are not kept by a rewrite): fix it, or add the "
             "entry `vmem init --dry-run` shows by hand") from None
+    except RecursionError:
+        raise ValidationError(f"{where} is JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise ValidationError(f"{where} holds a JSON {type(data).__name__}, not an object")
     return data

@@ -6,14 +6,29 @@ from verified_memory.config import Settings, is_postgres_url
 from verified_memory.errors import ValidationError
 from verified_memory.store.base import MemoryStore
 
-__all__ = ["MemoryStore", "open_store"]
+__all__ = ["MemoryStore", "open_store", "sqlite_path"]
 
 
-def open_store(url: str | None = None, settings: Settings | None = None) -> MemoryStore:
+def sqlite_path(url: str | None = None, settings: Settings | None = None) -> str | None:
+    """The file of the SQLite store ``open_store`` would open (None for another kind)."""
+    settings = settings or Settings.from_env()
+    if url is None and settings.supabase_url and settings.supabase_key:
+        return None
+    url = url or settings.database_url
+    if is_postgres_url(url) or url in (":memory:", "memory://"):
+        return None
+    if url.startswith("sqlite:///"):
+        return url.removeprefix("sqlite:///")
+    return None if "://" in url else url
+
+
+def open_store(url: str | None = None, settings: Settings | None = None, *,
+               create: bool = True) -> MemoryStore:
     """Open the store a URL names: ``sqlite:///file``, a bare file path, ``:memory:``,
     ``postgresql://…`` or a libpq keyword/value string (``host=db dbname=app``); with no
     URL, Supabase when ``SUPABASE_URL`` and ``SUPABASE_KEY`` are set, else
-    ``VMEM_DATABASE_URL``, else the default SQLite file."""
+    ``VMEM_DATABASE_URL``, else the default SQLite file. ``create=False``: a SQLite file
+    that does not exist is ``NotFound``, not created (commands that only read)."""
     settings = settings or Settings.from_env()
     if url is None and settings.supabase_url and settings.supabase_key:
         from verified_memory.store.supabase import SupabaseStore
@@ -40,4 +55,4 @@ def open_store(url: str | None = None, settings: Settings | None = None) -> Memo
         path = url
     from verified_memory.store.sqlite import SQLiteStore
 
-    return SQLiteStore(path)
+    return SQLiteStore(path, create=create)

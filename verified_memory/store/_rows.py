@@ -34,17 +34,23 @@ from verified_memory.models import (
     Memory,
     Status,
     TelemetryEvent,
+    Tombstone,
     Transition,
     encode_line_hashes,
+    new_event_key,
 )
 
 __all__ = [
     "CITATION_COLUMNS",
     "EVENT_COLUMNS",
     "MEMORY_COLUMNS",
+    "REASON_MAX",
+    "TOMBSTONE_COLUMNS",
     "Row",
     "check_limit",
     "check_lines",
+    "check_load",
+    "check_reason",
     "citation_from_row",
     "citation_from_values",
     "citation_values",
@@ -52,16 +58,21 @@ __all__ = [
     "event_from_row",
     "event_from_values",
     "event_values",
+    "forgetting",
     "kept_by",
     "memory_from_row",
     "memory_from_values",
     "memory_values",
     "normalize_event",
     "normalize_memory",
+    "normalize_time",
     "query_terms",
     "text_terms",
     "time_from_text",
     "time_to_text",
+    "tombstone_from_row",
+    "tombstone_from_values",
+    "tombstone_values",
     "transition_values",
     "validate_citations",
     "validate_events",
@@ -111,7 +122,10 @@ CITATION_COLUMNS = (
 )
 
 #: Columns of ``agent_memory_telemetry`` (without ``id``) in ``event_values`` order.
-EVENT_COLUMNS = ("kind", "repo", "memory_id", "actor", "at", "detail")
+EVENT_COLUMNS = ("kind", "repo", "memory_id", "actor", "at", "detail", "key")
+
+#: Columns of ``agent_memory_tombstone`` in ``tombstone_values`` order.
+TOMBSTONE_COLUMNS = ("id", "repo", "status", "forgotten_by", "forgotten_at", "reason")
 
 
 class Row(Protocol):
@@ -132,6 +146,11 @@ def time_to_text(value: datetime) -> str:
         value = (value.replace(tzinfo=UTC) if value.tzinfo is None
                  else value.astimezone(UTC))
     return value.isoformat(timespec="microseconds")
+
+
+def normalize_time(value: datetime) -> datetime:
+    """A time as a store reads it back: aware UTC, to the microsecond."""
+    return time_from_text(time_to_text(value))
 
 
 def time_from_text(text: str) -> datetime:
@@ -333,7 +352,8 @@ def transition_values(transition: Transition) -> dict[str, Any]:
 
 
 def event_values(event: TelemetryEvent) -> tuple[Any, ...]:
-    """The ``agent_memory_telemetry`` row of an event (no id), in ``EVENT_COLUMNS`` order."""
+    """The ``agent_memory_telemetry`` row of an event (no id), in ``EVENT_COLUMNS`` order;
+    an event without a key gets a new one (``new_event_key``)."""
     kind = event.kind
     if kind.__class__ is not EventKind:
         try:
@@ -347,6 +367,7 @@ def event_values(event: TelemetryEvent) -> tuple[Any, ...]:
         event.actor,
         time_to_text(event.at),
         dump_json(dict(event.detail), f"{kind.value} event detail"),
+        event.key or new_event_key(),
     )
 
 
@@ -357,7 +378,7 @@ def event_from_row(row: Row) -> TelemetryEvent:
 
 def event_from_values(values: Sequence[Any]) -> TelemetryEvent:
     """An event from a row in ``("id", *EVENT_COLUMNS)`` order (the fast path)."""
-    event_id, kind, repo, memory_id, actor, at, detail = values
+    event_id, kind, repo, memory_id, actor, at, detail, key = values
     return TelemetryEvent(
         id=int(event_id),
         kind=EventKind(kind),
@@ -366,6 +387,7 @@ def event_from_values(values: Sequence[Any]) -> TelemetryEvent:
         actor=actor,
         at=_time(at),
         detail=_json_object(detail) if detail else {},
+        key=key,
     )
 
 
@@ -378,6 +400,73 @@ def validate_events(events: Sequence[TelemetryEvent]) -> None:
     """Check that every event can be written before a store writes any of them."""
     for event in events:
         event_values(event)
+
+
+def check_load(memories: Sequence[Memory], events: Sequence[TelemetryEvent],
+               tombstones: Sequence[Tombstone] = ()) -> None:
+    """What ``MemoryStore.load`` is given, checked before anything is written: every
+    memory and event valid, no id or key twice (a file that repeats one is malformed)."""
+    for memory in memories:
+        validate_memory(memory)
+    validate_events(events)
+    for tombstone in tombstones:
+        check_reason(tombstone.reason)
+    for what, values in (("memory id", [m.id for m in memories]
+                          + [t.id for t in tombstones]),
+                         ("event key", [e.key for e in events if e.key is not None])):
+        seen: set[str] = set()
+        for value in values:
+            if value in seen:
+                raise ValidationError(f"{what} {value} appears twice in one import")
+            seen.add(value)
+
+
+# --------------------------------------------------------------------------- tombstones
+
+
+def tombstone_values(tombstone: Tombstone) -> tuple[Any, ...]:
+    """The ``agent_memory_tombstone`` row, in ``TOMBSTONE_COLUMNS`` order."""
+    return (tombstone.id, tombstone.repo, tombstone.status.value, tombstone.forgotten_by,
+            time_to_text(tombstone.forgotten_at), tombstone.reason)
+
+
+def tombstone_from_values(values: Sequence[Any]) -> Tombstone:
+    memory_id, repo, status, by, at, reason = values
+    return Tombstone(id=memory_id, repo=repo, status=_STATUS[status], forgotten_by=by,
+                     forgotten_at=_time(at), reason=reason)
+
+
+def tombstone_from_row(row: Row) -> Tombstone:
+    return tombstone_from_values([row[c] for c in TOMBSTONE_COLUMNS])
+
+
+def forgetting(memories: Sequence[tuple[str, str, str]], *, by: str | None, reason: str,
+               at: datetime) -> tuple[list[Tombstone], list[TelemetryEvent]]:
+    """The tombstones and ``forgotten`` events of forgetting ``memories`` ((id, repo,
+    status) each): what every store writes, in one transaction with the deletion. The
+    event says who, when, why and what the memory was; never its text."""
+    reason = check_reason(reason)
+    tombstones = [Tombstone(memory_id, repo, _STATUS[status], by, at, reason)
+                  for memory_id, repo, status in memories]
+    events = [TelemetryEvent(EventKind.FORGOTTEN, t.repo, t.id, actor=by, at=at,
+                             detail={"reason": reason, "status": t.status.value})
+              for t in tombstones]
+    return tombstones, events
+
+
+#: Characters in the reason a memory is forgotten for.
+REASON_MAX = 2000
+
+
+def check_reason(reason: object) -> str:
+    """A reason to forget: required, one or more words, at most ``REASON_MAX``."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValidationError("forgetting a memory needs a reason (it is kept on the "
+                              "tombstone)")
+    if len(reason.strip()) > REASON_MAX:
+        raise ValidationError(f"the reason is {len(reason.strip())} characters long; the "
+                              f"limit is {REASON_MAX}")
+    return reason.strip()
 
 
 # --------------------------------------------------------------------------- queries
@@ -442,7 +531,10 @@ def _tags(value: Any) -> tuple[str, ...]:
 @lru_cache(maxsize=4096)
 def _tags_from_json(text: str) -> tuple[str, ...]:
     # Teams reuse a handful of tag sets: decode each spelling once (tuples are immutable).
-    return () if text == "[]" else tuple(json.loads(text))
+    # A tag that is not a string (written by an older, lenient import) is read as text,
+    # so that one bad row cannot break every listing of its repository.
+    return () if text == "[]" else tuple(t if isinstance(t, str) else json.dumps(t)
+                                         for t in json.loads(text))
 
 
 def _json_object(value: Any) -> dict[str, Any]:

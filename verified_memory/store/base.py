@@ -10,16 +10,31 @@ Invariants every implementation keeps:
   ``Conflict`` and writes nothing, so two agents racing to supersede get one winner.
 - ``apply`` writes each transition only if its memory still has the expected status;
   a skipped transition's events are not written either.
-- Telemetry is append-only.
+- ``forget`` deletes a memory's row and citations and leaves a tombstone and a
+  ``forgotten`` event, atomically; a forgotten id is never a memory again.
+- ``load`` (an import) writes all it is given, or nothing.
+- Telemetry is append-only: an event is never changed, and leaves the telemetry table
+  only into the archive (``archive_events``).
 - Lower-layer errors are translated into ``verified_memory.errors``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Protocol, Self, runtime_checkable
 
-from verified_memory.models import EventKind, Memory, RepoStats, Status, TelemetryEvent, Transition
+from verified_memory.models import (
+    EventKind,
+    Memory,
+    MemoryFilter,
+    RepoStats,
+    Status,
+    StoreInfo,
+    TelemetryEvent,
+    Tombstone,
+    Transition,
+)
 
 __all__ = ["ClosingStore", "MemoryStore"]
 
@@ -93,11 +108,55 @@ class MemoryStore(Protocol):
         memory_id: str | None = None,
         kinds: Sequence[EventKind] | None = None,
         limit: int | None = 1000,
+        changes: bool = False,
+        since: datetime | None = None,
+        newest: bool = False,
+        archived: bool = False,
     ) -> list[TelemetryEvent]:
-        """Telemetry, oldest first."""
+        """Telemetry, oldest first; ``newest``: the last ``limit`` events, newest first.
+        ``changes`` leaves out reads (``READ_KINDS``: an audit trail's filter, served by
+        an index of its own), ``since`` keeps events at or after a time, ``archived``
+        reads the archive (``archive_events``) instead of the live table."""
 
     def stats(self, repo: str) -> RepoStats:
-        """Counts by status, by event kind, and of citations, for one repository."""
+        """Counts by status, by event kind (archived events included), of citations, and
+        of tombstones, for one repository."""
+
+    # ------------------------------------------------------------ audit and hygiene
+
+    def find(self, repo: str, where: MemoryFilter | None = None, *,
+             limit: int | None = 50) -> list[Memory]:
+        """Memories of ``repo`` that ``where`` keeps (None: all; any status unless it names one),
+        most recently refreshed first, ties to the smaller id (``vmem list``)."""
+
+    def match_ids(self, prefix: str, *, limit: int = 10) -> list[str]:
+        """Ids of memories and of tombstones that start with ``prefix``, sorted, at most
+        ``limit``: what resolves a short id (``MemoryService.resolve``)."""
+
+    def forget(self, memory_ids: Sequence[str] | None = None, *, repo: str | None = None,
+               by: str | None, reason: str, at: datetime | None = None) -> list[Tombstone]:
+        """Delete memories (their row, text and citations) and keep a tombstone and a
+        ``forgotten`` event for each, in one transaction: the memories ``memory_ids``
+        (each in ``repo`` when it is given), or with ``memory_ids`` None every memory of
+        ``repo``. ``NotFound`` (and nothing written) for an id that is not a memory."""
+
+    def tombstones(self, *, repo: str | None = None, ids: Sequence[str] | None = None,
+                   limit: int | None = 50) -> list[Tombstone]:
+        """Tombstones of ``repo`` or with these ids, most recently forgotten first."""
+
+    def archive_events(self, before: datetime) -> int:
+        """Move every event older than ``before`` into the archive, in one transaction;
+        how many moved. Archived events still count (``stats``) and export."""
+
+    def load(self, memories: Sequence[Memory], events: Sequence[TelemetryEvent],
+             tombstones: Sequence[Tombstone] = ()) -> tuple[int, int, int]:
+        """An import, all or nothing: ``memories`` whose id is not a memory or a
+        tombstone yet, then ``events`` whose key the store does not hold yet (live or
+        archived), then ``tombstones`` whose id is neither, in one transaction; how many
+        memories, events and tombstones were written."""
+
+    def info(self) -> StoreInfo:
+        """Where the store is, its schema version, size and counts (``vmem where``)."""
 
     def close(self) -> None:
         """Release connections. Safe to call twice."""

@@ -17,22 +17,31 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import datetime
 
-from verified_memory.errors import Conflict, NotFound, StoreError
+from verified_memory.errors import Conflict, NotFound, StoreError, ValidationError
 from verified_memory.models import (
+    READ_KINDS,
     EventKind,
     Memory,
+    MemoryFilter,
     RepoStats,
     Status,
+    StoreInfo,
     TelemetryEvent,
+    Tombstone,
     Transition,
+    utcnow,
 )
 from verified_memory.store._rows import (
     check_limit,
     check_lines,
+    check_load,
+    forgetting,
     kept_by,
     normalize_event,
     normalize_memory,
+    normalize_time,
     query_terms,
     text_terms,
     validate_citations,
@@ -54,6 +63,9 @@ class InMemoryStore:
         self._lock = threading.Lock()
         self._memories: dict[str, Memory] = {}
         self._events: list[TelemetryEvent] = []
+        self._archive: list[TelemetryEvent] = []
+        self._tombstones: dict[str, Tombstone] = {}
+        self._next_event = 1
         self._closed = False
 
     def __repr__(self) -> str:
@@ -209,24 +221,32 @@ class InMemoryStore:
         memory_id: str | None = None,
         kinds: Sequence[EventKind] | None = None,
         limit: int | None = 1000,
+        changes: bool = False,
+        since: datetime | None = None,
+        newest: bool = False,
+        archived: bool = False,
     ) -> list[TelemetryEvent]:
         bound = check_limit(limit)
         wanted = None if kinds is None else {EventKind(k) for k in kinds}
         with self._open():
             chosen = [
-                e for e in self._events
+                e for e in (self._archive if archived else self._events)
                 if (repo is None or e.repo == repo)
                 and (memory_id is None or e.memory_id == memory_id)
                 and (wanted is None or e.kind in wanted)
+                and not (changes and e.kind in READ_KINDS)
+                and (since is None or e.at >= since)
             ]
-        chosen.sort(key=lambda e: (e.at, e.id or 0))
+        chosen.sort(key=lambda e: (e.at, e.id or 0), reverse=newest)
         # A fresh copy each time: a caller editing ``detail`` must not edit the log.
         return [normalize_event(e, e.id or 0) for e in chosen[:bound]]
 
     def stats(self, repo: str) -> RepoStats:
         with self._open():
             memories = [m for m in self._memories.values() if m.repo == repo]
-            kinds = Counter(e.kind.value for e in self._events if e.repo == repo)
+            kinds = Counter(e.kind.value for e in (*self._events, *self._archive)
+                            if e.repo == repo)
+            forgotten = sum(1 for t in self._tombstones.values() if t.repo == repo)
         by_status = {s.value: 0 for s in Status}
         by_status.update(Counter(m.status.value for m in memories))
         citations = sum(len(m.citations) for m in memories if m.status is Status.ACTIVE)
@@ -237,7 +257,78 @@ class InMemoryStore:
                             if m.status is Status.ACTIVE and m.verified_ref is None),
             validated=sum(1 for m in memories if m.validated),
             poor=sum(1 for m in memories if m.poor),
+            forgotten=forgotten,
         )
+
+    # ------------------------------------------------------------------ audit and hygiene
+
+    def find(self, repo: str, where: MemoryFilter | None = None, *,
+             limit: int | None = 50) -> list[Memory]:
+        bound = check_limit(limit)
+        with self._open():
+            keeps = (where or MemoryFilter()).keeps
+            chosen = [m for m in self._memories.values() if m.repo == repo and keeps(m)]
+        return _newest_first(chosen)[:bound]
+
+    def match_ids(self, prefix: str, *, limit: int = 10) -> list[str]:
+        with self._open():
+            found = {i for i in (*self._memories, *self._tombstones) if i.startswith(prefix)}
+        return sorted(found)[:limit]
+
+    def forget(self, memory_ids: Sequence[str] | None = None, *, repo: str | None = None,
+               by: str | None, reason: str, at: datetime | None = None) -> list[Tombstone]:
+        with self._open():
+            chosen = _chosen(self._memories, memory_ids, repo)
+            tombstones, events = forgetting([(m.id, m.repo, m.status.value) for m in chosen],
+                                            by=by, reason=reason, at=at or utcnow())
+            for tombstone in tombstones:
+                del self._memories[tombstone.id]
+                self._tombstones[tombstone.id] = tombstone
+            self._append(events)
+        return tombstones
+
+    def tombstones(self, *, repo: str | None = None, ids: Sequence[str] | None = None,
+                   limit: int | None = 50) -> list[Tombstone]:
+        bound = check_limit(limit)
+        wanted = None if ids is None else set(ids)
+        with self._open():
+            chosen = [t for t in self._tombstones.values()
+                      if (repo is None or t.repo == repo) and (wanted is None or t.id in wanted)]
+        chosen.sort(key=lambda t: t.id)
+        chosen.sort(key=lambda t: t.forgotten_at, reverse=True)
+        return chosen[:bound]
+
+    def archive_events(self, before: datetime) -> int:
+        with self._open():
+            moving = [e for e in self._events if e.at < before]
+            self._events = [e for e in self._events if e.at >= before]
+            self._archive.extend(moving)
+        return len(moving)
+
+    def load(self, memories: Sequence[Memory], events: Sequence[TelemetryEvent],
+             tombstones: Sequence[Tombstone] = ()) -> tuple[int, int, int]:
+        check_load(memories, events, tombstones)
+        staged = [normalize_memory(m) for m in memories]
+        with self._open():
+            fresh = [m for m in staged
+                     if m.id not in self._memories and m.id not in self._tombstones]
+            held = {e.key for e in (*self._events, *self._archive)}
+            new_events = [e for e in events if e.key not in held]
+            marks = [replace(t, forgotten_at=normalize_time(t.forgotten_at))
+                     for t in tombstones
+                     if t.id not in self._memories and t.id not in self._tombstones]
+            self._memories.update((m.id, m) for m in fresh)
+            self._append(new_events)
+            self._tombstones.update((t.id, t) for t in marks)
+        return len(fresh), len(new_events), len(marks)
+
+    def info(self) -> StoreInfo:
+        with self._open():
+            return StoreInfo(kind="memory", location=":memory:", schema_version=None,
+                             size_bytes=None, memories=len(self._memories),
+                             forgotten=len(self._tombstones), events=len(self._events),
+                             archived_events=len(self._archive),
+                             repos=len({m.repo for m in self._memories.values()}))
 
     def close(self) -> None:
         with self._lock:
@@ -254,9 +345,28 @@ class InMemoryStore:
             yield
 
     def _append(self, events: Sequence[TelemetryEvent]) -> None:
-        """Append events with ids in arrival order. Call with the lock held."""
+        """Append events with ids in arrival order (and a key each). Call with the lock
+        held."""
         for event in events:
-            self._events.append(normalize_event(event, len(self._events) + 1))
+            self._events.append(normalize_event(event, self._next_event))
+            self._next_event += 1
+
+
+def _chosen(memories: dict[str, Memory], ids: Sequence[str] | None,
+            repo: str | None) -> list[Memory]:
+    """The memories ``forget`` takes: those ids (each in ``repo`` when given), or every
+    memory of ``repo``; ``NotFound`` for an id that is not a memory (of ``repo``)."""
+    if ids is None:
+        if repo is None:
+            raise ValidationError("forget needs memory ids or a repository")
+        return sorted((m for m in memories.values() if m.repo == repo), key=lambda m: m.id)
+    chosen: dict[str, Memory] = {}
+    for memory_id in ids:
+        memory = memories.get(memory_id)
+        if memory is None or (repo is not None and memory.repo != repo):
+            raise NotFound(f"memory {memory_id} not found" + (f" in {repo}" if repo else ""))
+        chosen[memory_id] = memory
+    return list(chosen.values())
 
 
 def _newest_first(memories: list[Memory]) -> list[Memory]:

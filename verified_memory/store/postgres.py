@@ -28,6 +28,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from verified_memory.config import redact, scrub
@@ -43,23 +44,32 @@ from verified_memory.models import (
     Citation,
     EventKind,
     Memory,
+    MemoryFilter,
     RepoStats,
     Status,
+    StoreInfo,
     TelemetryEvent,
+    Tombstone,
     Transition,
 )
 from verified_memory.store._retry import retry_rolled_back
 from verified_memory.store._rows import (
     EVENT_COLUMNS,
     MEMORY_COLUMNS,
+    TOMBSTONE_COLUMNS,
     check_limit,
     check_lines,
+    check_load,
+    check_reason,
     event_from_row,
     event_values,
     memory_from_row,
     memory_values,
     query_terms,
     text_terms,
+    time_to_text,
+    tombstone_from_row,
+    tombstone_values,
     transition_values,
     validate_citations,
     validate_memory,
@@ -75,6 +85,10 @@ __all__ = [
     "PostgresStore",
     "applied_flags",
     "event_payload",
+    "find_params",
+    "import_counts",
+    "import_payload",
+    "info_from_json",
     "memory_from_json",
     "memory_payload",
     "stats_from_json",
@@ -88,7 +102,10 @@ T = TypeVar("T")
 SQLSTATE_NOT_FOUND = "VM404"
 SQLSTATE_CONFLICT = "VM409"
 
-_EVENT_SELECT = f"select id, {', '.join(EVENT_COLUMNS)} from agent_memory_telemetry"
+_EVENT_FIELDS = f"id, {', '.join(EVENT_COLUMNS)}"
+#: The events an audit trail shows (``READ_KINDS`` left out), as the partial indexes of
+#: 008 spell it.
+CHANGES = "kind not in ('retrieved', 'checked')"
 
 
 # --------------------------------------------------------------------------- payloads
@@ -162,7 +179,50 @@ def stats_from_json(repo: str, data: Mapping[str, Any] | None) -> RepoStats:
         unconfirmed=int(data.get("unconfirmed", 0)),
         validated=int(data.get("validated", 0)),
         poor=int(data.get("poor", 0)),
+        forgotten=int(data.get("forgotten", 0)),
     )
+
+
+def find_params(repo: str, where: MemoryFilter, limit: int | None) -> dict[str, Any]:
+    """``agent_memory_find``'s arguments, by name (``p_...``)."""
+    return {"p_repo": repo,
+            "p_status": None if where.status is None else Status(where.status).value,
+            "p_category": where.category, "p_tag": where.tag, "p_path": where.path,
+            "p_created_by": where.created_by,
+            "p_since": None if where.since is None else time_to_text(where.since),
+            "p_limit": limit}
+
+
+def import_payload(memories: Sequence[Memory], events: Sequence[TelemetryEvent],
+                   tombstones: Sequence[Tombstone]) -> dict[str, Any]:
+    """``agent_memory_import``'s arguments, checked (``check_load``)."""
+    check_load(memories, events, tombstones)
+    return {"p_memories": [memory_payload(m) for m in memories],
+            "p_events": events_payload(events),
+            "p_tombstones": [dict(zip(TOMBSTONE_COLUMNS, tombstone_values(t), strict=True))
+                             for t in tombstones]}
+
+
+def import_counts(data: Any) -> tuple[int, int, int]:
+    if not isinstance(data, dict):
+        raise StoreError(f"agent_memory_import answered {type(data).__name__}; is the "
+                         "database migrated?")
+    return int(data["memories"]), int(data["events"]), int(data["tombstones"])
+
+
+def info_from_json(kind: str, location: str, data: Mapping[str, Any] | None) -> StoreInfo:
+    """``StoreInfo`` from ``agent_memory_info``."""
+    data = data or {}
+    size = data.get("size_bytes")
+    version = data.get("schema_version")
+    return StoreInfo(kind=kind, location=location,
+                     schema_version=None if version is None else str(version),
+                     size_bytes=None if size is None else int(size),
+                     memories=int(data.get("memories", 0)),
+                     forgotten=int(data.get("forgotten", 0)),
+                     events=int(data.get("events", 0)),
+                     archived_events=int(data.get("archived_events", 0)),
+                     repos=int(data.get("repos", 0)))
 
 
 def translate_sqlstate(
@@ -379,23 +439,29 @@ class PostgresStore(ClosingStore):
         memory_id: str | None = None,
         kinds: Sequence[EventKind] | None = None,
         limit: int | None = 1000,
+        changes: bool = False,
+        since: datetime | None = None,
+        newest: bool = False,
+        archived: bool = False,
     ) -> list[TelemetryEvent]:
         bound = check_limit(limit)
         clauses: list[str] = []
         params: list[Any] = []
-        if repo is not None:
-            clauses.append("repo = %s")
-            params.append(repo)
-        if memory_id is not None:
-            clauses.append("memory_id = %s")
-            params.append(memory_id)
-        if kinds is not None:
-            clauses.append("kind = any(%s)")
-            params.append([EventKind(k).value for k in kinds])
+        for clause, value in (("repo = %s", repo), ("memory_id = %s", memory_id),
+                              ("kind = any(%s)", None if kinds is None
+                               else [EventKind(k).value for k in kinds]),
+                              ("at >= %s", since)):
+            if value is not None:
+                clauses.append(clause)
+                params.append(value)
+        if changes:
+            clauses.append(CHANGES)  # the partial indexes' own condition
         where = f" where {' and '.join(clauses)}" if clauses else ""
+        table = "agent_memory_telemetry_archive" if archived else "agent_memory_telemetry"
+        order = "at desc, id desc" if newest else "at, id"
         rows = self._fetch(
             "reading telemetry",
-            f"{_EVENT_SELECT}{where} order by at, id limit %s",
+            f"select {_EVENT_FIELDS} from {table}{where} order by {order} limit %s",
             (*params, bound),
         )
         return [event_from_row(r) for r in rows]
@@ -417,6 +483,91 @@ class PostgresStore(ClosingStore):
             "listing repositories", "select repo from agent_memory_repos order by repo", ()
         )
         return [str(r["repo"]) for r in rows]
+
+    # ------------------------------------------------------------------ audit and hygiene
+
+    def find(self, repo: str, where: MemoryFilter | None = None, *,
+             limit: int | None = 50) -> list[Memory]:
+        params = find_params(repo, where or MemoryFilter(), check_limit(limit))
+        rows = self._fetch(
+            "listing memories",
+            "select * from agent_memory_find(%(p_repo)s, %(p_status)s, %(p_category)s, "
+            "%(p_tag)s, %(p_path)s, %(p_created_by)s, %(p_since)s, %(p_limit)s)",
+            params)
+        return [memory_from_json(r) for r in rows]
+
+    def match_ids(self, prefix: str, *, limit: int = 10) -> list[str]:
+        rows = self._fetch("resolving an id", "select id from agent_memory_match_ids(%s, %s)",
+                           (prefix, limit))
+        return [str(r["id"]) for r in rows]
+
+    def forget(self, memory_ids: Sequence[str] | None = None, *, repo: str | None = None,
+               by: str | None, reason: str, at: datetime | None = None) -> list[Tombstone]:
+        rows = self._fetch(
+            "forgetting memories",
+            "select * from agent_memory_forget(%s, %s, %s, %s, %s)",
+            (None if memory_ids is None else list(memory_ids), repo, by,
+             check_reason(reason), at))
+        return [tombstone_from_row(r) for r in rows]
+
+    def tombstones(self, *, repo: str | None = None, ids: Sequence[str] | None = None,
+                   limit: int | None = 50) -> list[Tombstone]:
+        clauses, params = [], []
+        for clause, value in (("repo = %s", repo),
+                              ("id = any(%s)", None if ids is None else list(ids))):
+            if value is not None:
+                clauses.append(clause)
+                params.append(value)
+        where = f" where {' and '.join(clauses)}" if clauses else ""
+        rows = self._fetch(
+            "reading tombstones",
+            f"select {', '.join(TOMBSTONE_COLUMNS)} from agent_memory_tombstone{where} "
+            "order by forgotten_at desc, id limit %s", (*params, check_limit(limit)))
+        return [tombstone_from_row(r) for r in rows]
+
+    def archive_events(self, before: datetime) -> int:
+        rows = self._fetch("archiving telemetry",
+                           "select agent_memory_archive_events(%s) as n", (before,))
+        return int(rows[0]["n"])
+
+    def load(self, memories: Sequence[Memory], events: Sequence[TelemetryEvent],
+             tombstones: Sequence[Tombstone] = ()) -> tuple[int, int, int]:
+        payload = import_payload(memories, events, tombstones)
+        rows = self._fetch("importing", "select agent_memory_import(%s, %s, %s) as counts",
+                           [_jsonb(payload[k]) for k in ("p_memories", "p_events",
+                                                         "p_tombstones")])
+        return import_counts(rows[0]["counts"])
+
+    def info(self) -> StoreInfo:
+        rows = self._fetch("describing the store", "select agent_memory_info() as info", ())
+        return info_from_json("postgres", redact(self.url), rows[0]["info"])
+
+    # ------------------------------------------------------------------ compaction
+
+    def compaction_counts(self, before: datetime) -> tuple[int, int]:
+        """Citation rows without their memory (none: a foreign key cascades), and events
+        older than ``before``."""
+        rows = self._fetch(
+            "planning a compaction",
+            "select (select count(*) from agent_memory_citation c where not exists "
+            "(select from agent_memory m where m.id = c.memory_id)) as orphans, "
+            "(select count(*) from agent_memory_telemetry where at < %s) as old", (before,))
+        return int(rows[0]["orphans"]), int(rows[0]["old"])
+
+    def prune(self) -> int:
+        """Citation rows without their memory: none can exist (the foreign key cascades)."""
+        return 0
+
+    def vacuum(self) -> None:
+        """``VACUUM (ANALYZE)`` the tables: the space of deleted rows (forgotten text
+        among them) is made reusable and the planner's statistics are fresh. Needs the
+        tables' owner."""
+        def body(cur: psycopg.Cursor[Any]) -> None:
+            cur.execute("vacuum (analyze) agent_memory, agent_memory_citation, "
+                        "agent_memory_telemetry, agent_memory_telemetry_archive, "
+                        "agent_memory_tombstone")
+
+        self._run("vacuuming", body)
 
     def close(self) -> None:
         with self._lock:
@@ -471,7 +622,8 @@ class PostgresStore(ClosingStore):
         except psycopg.Error as exc:
             raise self._translate(exc, action) from exc
 
-    def _fetch(self, action: str, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+    def _fetch(self, action: str, sql: str,
+               params: Sequence[Any] | Mapping[str, Any]) -> list[dict[str, Any]]:
         def body(cur: psycopg.Cursor[Any]) -> list[dict[str, Any]]:
             cur.execute(sql.encode(), params)
             return list(cur.fetchall())

@@ -35,6 +35,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,18 +48,23 @@ from verified_memory.models import (
     Citation,
     EventKind,
     Memory,
+    MemoryFilter,
     RepoStats,
     Status,
+    StoreInfo,
     TelemetryEvent,
+    Tombstone,
     Transition,
     utcnow,
 )
+from verified_memory.store import _sqlite_admin as _admin
 from verified_memory.store._rows import (
     CITATION_COLUMNS,
     EVENT_COLUMNS,
     MEMORY_COLUMNS,
     check_limit,
     check_lines,
+    check_load,
     citation_from_values,
     citation_values,
     event_from_values,
@@ -228,6 +234,8 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             lambda conn: _widen_status_check(conn, _STATUSES_1, _STATUSES),
         ),
     ),
+    # The statements live with the queries that use them (_sqlite_admin.py).
+    (5, "audit and hygiene: event keys, tombstones, the telemetry archive", _admin.MIGRATION),
 )
 
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
@@ -287,11 +295,15 @@ def fts_query(query: str) -> str | None:
 class SQLiteStore(ClosingStore):
     """A ``MemoryStore`` in one SQLite file (``":memory:"`` for a throwaway one)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float | None = None,
+                 create: bool = True) -> None:
+        """Open (and migrate) the store at ``path``; ``create=False`` refuses a file that
+        does not exist (``NotFound`` naming it) instead of creating it and its
+        directories: what a command that only reads wants."""
         self.path = os.fspath(path)
         self.timeout = BUSY_TIMEOUT if timeout is None else timeout
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = self._open()
+        self._conn: sqlite3.Connection | None = self._open(create)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
@@ -483,6 +495,10 @@ class SQLiteStore(ClosingStore):
         memory_id: str | None = None,
         kinds: Sequence[EventKind] | None = None,
         limit: int | None = 1000,
+        changes: bool = False,
+        since: datetime | None = None,
+        newest: bool = False,
+        archived: bool = False,
     ) -> list[TelemetryEvent]:
         bound = _sql_limit(limit)
         clauses: list[str] = []
@@ -496,10 +512,17 @@ class SQLiteStore(ClosingStore):
         if kinds is not None:
             clauses.append("kind IN (SELECT value FROM json_each(?))")
             params.append(json.dumps([EventKind(k).value for k in kinds]))
+        if changes:
+            clauses.append(_admin.CHANGES)  # the partial indexes' own condition
+        if since is not None:
+            clauses.append("at >= ?")
+            params.append(time_to_text(since))
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        table = "agent_memory_telemetry_archive" if archived else "agent_memory_telemetry"
+        order = "at DESC, id DESC" if newest else "at, id"
         sql = (
-            f"SELECT id, {', '.join(EVENT_COLUMNS)} FROM agent_memory_telemetry {where} "
-            "ORDER BY at, id LIMIT ?"
+            f"SELECT id, {', '.join(EVENT_COLUMNS)} FROM {table} {where} "
+            f"ORDER BY {order} LIMIT ?"
         )
         with self._read("reading telemetry") as conn:
             return [event_from_values(r) for r in conn.execute(sql, (*params, bound))]
@@ -512,11 +535,17 @@ class SQLiteStore(ClosingStore):
                 (repo,),
             ):
                 by_status[status] = count
+            # Archived events still count: compaction moves them, it does not lose them.
             events = dict(conn.execute(
-                    "SELECT kind, count(*) FROM agent_memory_telemetry WHERE repo = ? "
-                    "GROUP BY kind ORDER BY kind",
+                    "SELECT kind, sum(n) FROM (SELECT kind, count(*) AS n "
+                    "FROM agent_memory_telemetry WHERE repo = ?1 GROUP BY kind UNION ALL "
+                    "SELECT kind, count(*) FROM agent_memory_telemetry_archive "
+                    "WHERE repo = ?1 GROUP BY kind) GROUP BY kind ORDER BY kind",
                     (repo,),
                 ))
+            (forgotten,) = conn.execute(
+                "SELECT count(*) FROM agent_memory_tombstone WHERE repo = ?", (repo,)
+            ).fetchone()
             citations = conn.execute(
                 "SELECT count(*) FROM agent_memory_citation c "
                 "JOIN agent_memory m ON m.id = c.memory_id "
@@ -536,7 +565,72 @@ class SQLiteStore(ClosingStore):
                  POOR_MAX_SUCCESS, repo),
             ).fetchone()
         return RepoStats(repo=repo, by_status=by_status, events=events, citations=citations,
-                         unconfirmed=unconfirmed, validated=validated, poor=poor)
+                         unconfirmed=unconfirmed, validated=validated, poor=poor,
+                         forgotten=forgotten)
+
+    # ------------------------------------------------------------------ audit and hygiene
+
+    def find(self, repo: str, where: MemoryFilter | None = None, *,
+             limit: int | None = 50) -> list[Memory]:
+        bound = _sql_limit(limit)
+        with self._read("listing memories") as conn:
+            return self._hydrate(conn, _admin.find(conn, repo, where or MemoryFilter(), bound))
+
+    def match_ids(self, prefix: str, *, limit: int = 10) -> list[str]:
+        with self._read("resolving an id") as conn:
+            return _admin.match_ids(conn, prefix, limit)
+
+    def forget(self, memory_ids: Sequence[str] | None = None, *, repo: str | None = None,
+               by: str | None, reason: str, at: datetime | None = None) -> list[Tombstone]:
+        # secure_delete: the freed space of the deleted rows is overwritten with zeros,
+        # so the forgotten text does not linger in the file's free pages.
+        with self._write("forgetting memories", secure_delete=True) as conn:
+            return _admin.forget(conn, memory_ids, repo, by, reason, at or utcnow())
+
+    def tombstones(self, *, repo: str | None = None, ids: Sequence[str] | None = None,
+                   limit: int | None = 50) -> list[Tombstone]:
+        bound = _sql_limit(limit)
+        with self._read("reading tombstones") as conn:
+            return _admin.tombstones(conn, repo, ids, bound)
+
+    def archive_events(self, before: datetime) -> int:
+        with self._write("archiving telemetry") as conn:
+            return _admin.archive_events(conn, before, utcnow())
+
+    def load(self, memories: Sequence[Memory], events: Sequence[TelemetryEvent],
+             tombstones: Sequence[Tombstone] = ()) -> tuple[int, int, int]:
+        check_load(memories, events, tombstones)
+        with self._write("importing") as conn:
+            return _admin.load(conn, memories, events, tombstones)
+
+    def info(self) -> StoreInfo:
+        with self._read("describing the store") as conn:
+            return _admin.info(conn, self.path)
+
+    # ------------------------------------------------------------------ compaction
+
+    def compaction_counts(self, before: datetime) -> tuple[int, int]:
+        """Citation rows without their memory, and events older than ``before``."""
+        with self._read("planning a compaction") as conn:
+            return _admin.compaction_counts(conn, before)
+
+    def backup(self, target: Path) -> None:
+        """A consistent copy at ``target`` (SQLite's online backup API)."""
+        with self._read("backing up") as conn:
+            try:
+                _admin.backup(conn, target)
+            except OSError as exc:
+                raise StoreError(f"cannot write the backup {target}: {exc}") from exc
+
+    def prune(self) -> int:
+        """Delete citation rows left without their memory; how many."""
+        with self._write("pruning citations") as conn:
+            return _admin.prune_citations(conn)
+
+    def vacuum(self) -> None:
+        """Merge the full-text index, rebuild the file, empty the write-ahead log."""
+        with self._read("vacuuming") as conn:
+            _admin.vacuum(conn)
 
     def close(self) -> None:
         with self._lock:
@@ -549,10 +643,14 @@ class SQLiteStore(ClosingStore):
 
     # ------------------------------------------------------------------ internals
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self, create: bool) -> sqlite3.Connection:
         target = self.path
         if target != ":memory:" and not target.startswith("file:"):
             file = Path(target).expanduser()
+            if not create and not file.exists():
+                raise NotFound(f"there is no memory store at {file} (nothing was stored "
+                               "there yet: `vmem store` creates it; `vmem where` names the "
+                               "store in use)")
             _create_private(file)
             target = str(file)
             self.path = target
@@ -593,17 +691,25 @@ class SQLiteStore(ClosingStore):
                 raise self._translate(exc, action) from exc
 
     @contextmanager
-    def _write(self, action: str) -> Iterator[sqlite3.Connection]:
+    def _write(self, action: str, *, secure_delete: bool = False
+               ) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction: committed if the block returns, rolled
-        back (and the error re-raised, translated) if it raises anything."""
+        back (and the error re-raised, translated) if it raises anything.
+        ``secure_delete``: what the transaction deletes is overwritten on disk."""
         with self._read(action) as conn:
-            conn.execute("BEGIN IMMEDIATE")
+            if secure_delete:
+                conn.execute("PRAGMA secure_delete = ON")
             try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                _rollback(conn)
-                raise
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    _rollback(conn)
+                    raise
+            finally:
+                if secure_delete:
+                    conn.execute("PRAGMA secure_delete = OFF")
 
     def _insert_memory(
         self, conn: sqlite3.Connection, memory: Memory, rows: _MemoryRows

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from verified_memory.config import Settings
@@ -35,20 +36,39 @@ from verified_memory.errors import (
     ValidationError,
     VerifiedMemoryError,
 )
-from verified_memory.models import EventKind, Memory, RepoStats, Status, TelemetryEvent, Transition
+from verified_memory.models import (
+    READ_KINDS,
+    EventKind,
+    Memory,
+    MemoryFilter,
+    RepoStats,
+    Status,
+    StoreInfo,
+    TelemetryEvent,
+    Tombstone,
+    Transition,
+)
 from verified_memory.store._retry import retry_rolled_back
 from verified_memory.store._rows import (
     EVENT_COLUMNS,
+    TOMBSTONE_COLUMNS,
     check_limit,
     check_lines,
+    check_reason,
     event_from_row,
     query_terms,
+    time_to_text,
+    tombstone_from_row,
     with_supersedes,
 )
 from verified_memory.store.base import ClosingStore
 from verified_memory.store.postgres import (
     applied_flags,
     events_payload,
+    find_params,
+    import_counts,
+    import_payload,
+    info_from_json,
     memory_from_json,
     memory_payload,
     stats_from_json,
@@ -67,6 +87,7 @@ T = TypeVar("T")
 #: Ids per ``in.(...)`` filter: keeps URLs far below proxies' length limits.
 ID_CHUNK = 100
 _EVENT_FIELDS = ",".join(("id", *EVENT_COLUMNS))
+_READS = sorted(k.value for k in READ_KINDS)
 
 
 class SupabaseStore(ClosingStore):
@@ -266,21 +287,30 @@ class SupabaseStore(ClosingStore):
         memory_id: str | None = None,
         kinds: Sequence[EventKind] | None = None,
         limit: int | None = 1000,
+        changes: bool = False,
+        since: datetime | None = None,
+        newest: bool = False,
+        archived: bool = False,
     ) -> list[TelemetryEvent]:
         bound = check_limit(limit)
         wanted = None if kinds is None else [EventKind(k).value for k in kinds]
         if wanted == []:
             return []
+        table = "agent_memory_telemetry_archive" if archived else "agent_memory_telemetry"
 
         def query() -> Any:
-            q = self._table("agent_memory_telemetry").select(_EVENT_FIELDS)
+            q = self._table(table).select(_EVENT_FIELDS)
             if repo is not None:
                 q = q.eq("repo", repo)
             if memory_id is not None:
                 q = q.eq("memory_id", memory_id)
             if wanted is not None:
                 q = q.in_("kind", wanted)
-            return q.order("at").order("id")
+            if changes:
+                q = q.not_.in_("kind", _READS)
+            if since is not None:
+                q = q.gte("at", time_to_text(since))
+            return q.order("at", desc=newest).order("id", desc=newest)
 
         return [event_from_row(r) for r in self._pages("reading telemetry", query, bound)]
 
@@ -291,12 +321,7 @@ class SupabaseStore(ClosingStore):
     def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
         data = self._rpc("counting memories", "agent_memory_count", {
             "p_repo": repo, "p_status": None if status is None else Status(status).value})
-        if isinstance(data, list) and len(data) == 1:  # a scalar, as some servers wrap it
-            data = next(iter(data[0].values())) if isinstance(data[0], dict) else data[0]
-        if not isinstance(data, int) or isinstance(data, bool):
-            raise StoreError(f"Supabase answered {type(data).__name__}, not a count, while "
-                             "counting memories")
-        return data
+        return _scalar(data, "counting memories")
 
     def repos(self) -> list[str]:
         """Repositories that have memories (that this key or user may see), sorted."""
@@ -306,6 +331,70 @@ class SupabaseStore(ClosingStore):
             None,
         )
         return [str(r["repo"]) for r in rows]
+
+    # ------------------------------------------------------------------ audit and hygiene
+
+    def find(self, repo: str, where: MemoryFilter | None = None, *,
+             limit: int | None = 50) -> list[Memory]:
+        bound = check_limit(limit)
+        params = find_params(repo, where or MemoryFilter(), bound)
+        rows = self._pages("listing memories",
+                           lambda: self._client.rpc("agent_memory_find", params), bound)
+        return [memory_from_json(r) for r in rows]
+
+    def match_ids(self, prefix: str, *, limit: int = 10) -> list[str]:
+        data = self._rpc("resolving an id", "agent_memory_match_ids",
+                         {"p_prefix": prefix, "p_limit": limit})
+        return [str(r["id"]) for r in _rows(data, "resolving an id")]
+
+    def forget(self, memory_ids: Sequence[str] | None = None, *, repo: str | None = None,
+               by: str | None, reason: str, at: datetime | None = None) -> list[Tombstone]:
+        data = self._rpc("forgetting memories", "agent_memory_forget", {
+            "p_ids": None if memory_ids is None else list(memory_ids), "p_repo": repo,
+            "p_by": by, "p_reason": check_reason(reason),
+            "p_at": None if at is None else time_to_text(at)})
+        return [tombstone_from_row(r) for r in _rows(data, "forgetting memories")]
+
+    def tombstones(self, *, repo: str | None = None, ids: Sequence[str] | None = None,
+                   limit: int | None = 50) -> list[Tombstone]:
+        bound = check_limit(limit)
+        wanted = None if ids is None else list(dict.fromkeys(ids))
+        chunks = [None] if wanted is None else [wanted[i:i + ID_CHUNK]
+                                                for i in range(0, len(wanted), ID_CHUNK)]
+        found: list[Tombstone] = []
+        for chunk in chunks:
+            def query(chunk: list[str] | None = chunk) -> Any:
+                q = self._table("agent_memory_tombstone").select(",".join(TOMBSTONE_COLUMNS))
+                if repo is not None:
+                    q = q.eq("repo", repo)
+                if chunk is not None:
+                    q = q.in_("id", chunk)
+                return q.order("forgotten_at", desc=True).order("id")
+
+            found += [tombstone_from_row(r)
+                      for r in self._pages("reading tombstones", query, bound)]
+        if len(chunks) > 1:  # each chunk came sorted; the whole must be too
+            found.sort(key=lambda t: t.id)
+            found.sort(key=lambda t: t.forgotten_at, reverse=True)
+        return found[:bound]
+
+    def archive_events(self, before: datetime) -> int:
+        data = self._rpc("archiving telemetry", "agent_memory_archive_events",
+                         {"p_before": time_to_text(before)})
+        return _scalar(data, "archiving telemetry")
+
+    def load(self, memories: Sequence[Memory], events: Sequence[TelemetryEvent],
+             tombstones: Sequence[Tombstone] = ()) -> tuple[int, int, int]:
+        """One RPC, so one transaction: the whole import or nothing, as long as the
+        request fits the project's request size limit (split a larger file: each part
+        is then all or nothing)."""
+        return import_counts(self._rpc("importing", "agent_memory_import",
+                                       import_payload(memories, events, tombstones)))
+
+    def info(self) -> StoreInfo:
+        data = self._rpc("describing the store", "agent_memory_info", {})
+        return info_from_json("supabase", str(getattr(self._client, "supabase_url", "?")),
+                              data if isinstance(data, dict) else None)
 
     def close(self) -> None:
         with self._lock:
@@ -365,6 +454,16 @@ def _windows(limit: int | None, page: int) -> Iterator[tuple[int, int]]:
         size = page if limit is None else min(page, limit - offset)
         yield offset, size
         offset += size
+
+
+def _scalar(data: Any, action: str) -> int:
+    """A function's whole-number answer (some servers wrap a scalar in a row)."""
+    if isinstance(data, list) and len(data) == 1:
+        data = next(iter(data[0].values())) if isinstance(data[0], dict) else data[0]
+    if not isinstance(data, int) or isinstance(data, bool):
+        raise StoreError(f"Supabase answered {type(data).__name__}, not a count, while "
+                         f"{action}")
+    return data
 
 
 def _rows(data: Any, action: str) -> list[dict[str, Any]]:

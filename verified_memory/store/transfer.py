@@ -2,186 +2,219 @@
 
 One JSON object per line, each with a ``type``:
 
-- ``{"type": "header", "format": "verified-memory", "version": 1, "exported_at": ...}``
+- ``{"type": "header", "format": "verified-memory", "version": 2, "exported_at": ...}``
   first, so that a file is recognised (and a future format refused) before anything
   is written;
 - ``{"type": "memory", ...Memory.to_dict()}``: every field, citations and fingerprints
   included, so a memory imported elsewhere is equal to the one exported;
-- ``{"type": "event", ...TelemetryEvent.to_dict()}``: telemetry, oldest first.
+- ``{"type": "event", ...TelemetryEvent.to_dict()}``: telemetry (archived events too),
+  oldest first, each with its ``key``;
+- ``{"type": "tombstone", ...Tombstone.to_dict()}``: what is left of forgotten memories
+  (version 2), so their ids stay forgotten wherever the file goes.
 
-Only the ``MemoryStore`` Protocol is used, so any store can be either end. Event ids are
-surrogate keys: the importing store assigns its own, in the same order. Importing a
-memory whose id the target already has skips it (and counts it), and so is an event the
-target already holds (the same kind, repository, memory, actor, time and detail), so an
-import that was interrupted (even killed outright) is completed by running it again,
-and importing a file twice changes nothing. Each memory is written with its citations in
-one transaction, so none is ever half there.
+Only the ``MemoryStore`` Protocol is used, so any store can be either end.
 
-A file is checked whole before anything is written: every line at most
-``IMPORT_LINE_MAX`` characters, valid JSON not nested absurdly deep, every memory within
-the limits a memory has at any entry point (``models``: subject, fact, reason, tags,
-citations).
+**Idempotent.** An event's key names it everywhere; the importing store skips the keys it
+holds (``MemoryStore.load``), as it skips memory ids it has or forgot, and tombstones it
+has. Events written before keys existed (and every event of a version 1 file) get a key
+derived from what they say and how many identical events came before them in their
+repository (``legacy_key``), the same however often and from whichever store they are
+exported, so importing a file twice adds nothing either. (Event ids are surrogate keys:
+the importing store numbers its own, in the same order.)
+
+**All or nothing.** The whole file is read and checked first (every line at most
+``IMPORT_LINE_MAX`` characters, valid JSON nested at most ``JSON_DEPTH_MAX`` levels, each
+record as strictly as a memory is checked at any entry point: ``records``), then written
+in one transaction (``MemoryStore.load``): a bad line, or a failure while writing, leaves
+the store as it was.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from verified_memory.errors import Conflict, ValidationError
-from verified_memory.limits import (
-    CITATIONS_MAX,
-    FACT_MAX,
-    IMPORT_LINE_MAX,
-    SUBJECT_MAX,
-    TAG_MAX,
-    TAGS_MAX,
-    too_long,
-)
-from verified_memory.models import Memory, TelemetryEvent, utcnow, validate_repo
-from verified_memory.store._rows import validate_events, validate_memory
+from verified_memory.errors import ValidationError
+from verified_memory.limits import IMPORT_LINE_MAX, check_depth, too_long
+from verified_memory.models import Memory, TelemetryEvent, Tombstone, utcnow, validate_repo
+from verified_memory.store._rows import time_to_text
 from verified_memory.store.base import MemoryStore
+from verified_memory.store.records import read_event, read_memory, read_tombstone
 
-__all__ = ["FORMAT", "VERSION", "TransferCounts", "export_jsonl", "import_jsonl"]
+__all__ = ["FORMAT", "VERSION", "Export", "TransferCounts", "export_jsonl", "import_jsonl",
+           "legacy_key", "load_export", "read_export"]
 
 FORMAT = "verified-memory"
-VERSION = 1
-#: Events written per ``log`` call on import: one transaction each.
-EVENT_BATCH = 500
+#: 2: events carry their key; tombstones. Version 1 files are read too.
+VERSION = 2
+LEGACY_PREFIX = "legacy-"
 
 
 @dataclass(frozen=True, slots=True)
 class TransferCounts:
-    """What an export wrote or an import read, per kind of line."""
+    """What an export wrote or an import wrote and skipped, per kind of record."""
 
     memories: int = 0
     events: int = 0
-    skipped: int = 0  # memories the target store already had (import only)
+    skipped: int = 0  # memories the target already had, or had forgotten (import only)
     repos: tuple[str, ...] = field(default=())
-    skipped_events: int = 0  # events the target store already had (import only)
+    skipped_events: int = 0  # events the target already had (import only)
+    tombstones: int = 0
+    skipped_tombstones: int = 0  # tombstones the target had, or whose memory it holds
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "memories": self.memories,
             "events": self.events,
+            "tombstones": self.tombstones,
             "skipped": self.skipped,
             "skipped_events": self.skipped_events,
+            "skipped_tombstones": self.skipped_tombstones,
             "repos": list(self.repos),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    """A whole export file, read and checked (``read_export``): nothing is written yet."""
+
+    memories: tuple[Memory, ...]
+    events: tuple[TelemetryEvent, ...]  # in the source's order, every one keyed
+    tombstones: tuple[Tombstone, ...]
+
+    @property
+    def repos(self) -> tuple[str, ...]:
+        return tuple(sorted({m.repo for m in self.memories} | {e.repo for e in self.events}
+                            | {t.repo for t in self.tombstones}))
+
+
+def legacy_key(event: TelemetryEvent, occurrence: int) -> str:
+    """The key of an event written before events had keys: what it says (kind, where,
+    who, when, detail) and how many identical events its repository had before it."""
+    said = json.dumps([event.kind.value, event.repo, event.memory_id, event.actor,
+                       time_to_text(event.at), dict(event.detail)],
+                      sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return f"{LEGACY_PREFIX}{hashlib.sha256(said.encode()).hexdigest()[:32]}-{occurrence}"
+
+
+def _keyed(events: Iterable[TelemetryEvent]) -> list[TelemetryEvent]:
+    """``events`` (one repository's, in order) with a legacy key for each one without."""
+    seen: Counter[str] = Counter()
+    out = []
+    for event in events:
+        if event.key is None:
+            base = legacy_key(event, 0)
+            event = replace(event, key=base[:-2] + f"-{seen[base]}")
+            seen[base] += 1
+        out.append(event)
+    return out
+
+
+# --------------------------------------------------------------------------- export
 
 
 def export_jsonl(
     store: MemoryStore, out: IO[str], repos: Sequence[str] | None = None
 ) -> TransferCounts:
-    """Write every memory (any status) and event of ``repos`` (default: every repository
-    with memories) to ``out``; memories oldest first, then the repository's events."""
+    """Write every memory (any status), event (archived ones too) and tombstone of
+    ``repos`` (default: every repository with memories) to ``out``."""
     chosen = sorted({validate_repo(r) for r in repos}) if repos is not None else _repos(store)
     _write(out, {"type": "header", "format": FORMAT, "version": VERSION,
                  "exported_at": utcnow().isoformat(), "repos": chosen})
-    memories = events = 0
+    memories = events = tombstones = 0
     for repo in chosen:
         found = store.recent(repo, limit=None, status=None)
         for memory in sorted(found, key=lambda m: (m.created_at, m.id)):
             _write(out, {"type": "memory", **memory.to_dict()})
             memories += 1
-        for event in store.events(repo=repo, limit=None):
+        trail = [*store.events(repo=repo, limit=None, archived=True),
+                 *store.events(repo=repo, limit=None)]
+        trail.sort(key=lambda e: (e.at, e.id or 0))
+        for event in _keyed(trail):
             record = event.to_dict()
             # Postgres (jsonb) does not keep key order: sort it, so that the same
             # telemetry exports to the same text from every store.
             record["detail"] = json.loads(json.dumps(record["detail"], sort_keys=True))
             _write(out, {"type": "event", **record})
             events += 1
-    return TransferCounts(memories=memories, events=events, repos=tuple(chosen))
+        for tombstone in sorted(store.tombstones(repo=repo, limit=None), key=lambda t: t.id):
+            _write(out, {"type": "tombstone", **tombstone.to_dict()})
+            tombstones += 1
+    return TransferCounts(memories=memories, events=events, repos=tuple(chosen),
+                          tombstones=tombstones)
+
+
+# --------------------------------------------------------------------------- import
 
 
 def import_jsonl(store: MemoryStore, source: Iterable[str]) -> TransferCounts:
-    """Read an ``export_jsonl`` file into ``store``; what it already holds is skipped.
+    """Read an ``export_jsonl`` file into ``store``: all of it, or (on any error) none;
+    what the store already holds is skipped."""
+    return load_export(store, read_export(source))
 
-    The whole file is parsed and validated first: a bad line (named by number) raises
-    ``ValidationError`` before anything is written. ``source`` may be any iterable of
-    lines; ``limits.bounded_lines`` keeps an endless one from filling memory.
-    """
+
+def read_export(source: Iterable[str]) -> Export:
+    """Read and check a whole export; ``ValidationError`` naming the first bad line.
+    ``source`` may be any iterable of lines; ``limits.bounded_lines`` keeps an endless
+    one from filling memory."""
     memories: list[Memory] = []
     events: list[tuple[datetime, int, TelemetryEvent]] = []
-    for number, record in _records(source):
+    tombstones: list[Tombstone] = []
+    for number, version, record in _records(source):
         kind = record.pop("type")
         try:
-            if kind == "memory":
-                memory = Memory.from_dict(record)
-                validate_memory(memory)
-                _check_limits(memory)
-                memories.append(memory)
-            elif kind == "event":
-                # The target numbers its own events; the exported id only keeps their order.
-                order = int(record.pop("id", None) or 0)
-                event = TelemetryEvent.from_dict(record)
-                validate_events([event])
-                at = event.at if event.at.tzinfo else event.at.replace(tzinfo=UTC)
-                events.append((at, order, event))
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, ValidationError):
-                raise ValidationError(f"line {number}: {exc}") from exc
-            raise ValidationError(f"line {number}: not a valid {kind}: {exc!r}") from exc
-    added = skipped = 0
-    for memory in memories:
-        try:
-            store.add(memory)
-        except Conflict:
-            skipped += 1
-        else:
-            added += 1
+            if kind == "event":
+                # The target numbers its own events; the exported id only keeps order.
+                order = record.pop("id", None) or 0
+                if isinstance(order, bool) or not isinstance(order, int):
+                    raise ValidationError(f"id must be a whole number, got {order!r}")
+                if version < 2 and "key" in record:
+                    raise ValidationError("a version 1 export has no event keys")
+                event = read_event(record)
+                events.append((event.at.astimezone(UTC), order, event))
+            elif kind == "memory":
+                memories.append(read_memory(record))
+            elif version < 2:
+                raise ValidationError("a version 1 export has no tombstones")
+            else:
+                tombstones.append(read_tombstone(record))
+        except ValidationError as exc:
+            raise ValidationError(f"line {number}: {kind}: {exc}") from None
     # In the source's order (time, then id) across repositories, so that an export of
     # the target numbers its events as the source did.
     ordered = [event for _, _, event in sorted(events, key=lambda e: (e[0], e[1]))]
-    repos = sorted({m.repo for m in memories} | {e.repo for e in ordered})
-    fresh = _not_held(store, ordered, repos)
-    for start in range(0, len(fresh), EVENT_BATCH):
-        store.log(fresh[start : start + EVENT_BATCH])
-    return TransferCounts(memories=added, events=len(fresh), skipped=skipped,
-                          repos=tuple(repos), skipped_events=len(ordered) - len(fresh))
+    by_repo: dict[str, list[TelemetryEvent]] = {}
+    for event in ordered:
+        by_repo.setdefault(event.repo, []).append(event)
+    keyed = {id(old): new for repo_events in by_repo.values()
+             for old, new in zip(repo_events, _keyed(repo_events), strict=True)}
+    return Export(memories=tuple(memories), events=tuple(keyed[id(e)] for e in ordered),
+                  tombstones=tuple(tombstones))
 
 
-def _event_key(event: TelemetryEvent) -> tuple[str, ...]:
-    at = event.at if event.at.tzinfo else event.at.replace(tzinfo=UTC)
-    return (event.kind.value, event.repo, event.memory_id or "", event.actor or "",
-            at.astimezone(UTC).isoformat(), json.dumps(dict(event.detail), sort_keys=True))
-
-
-def _not_held(store: MemoryStore, events: Sequence[TelemetryEvent],
-              repos: Sequence[str]) -> list[TelemetryEvent]:
-    """``events`` without those the target already holds (each held one matches one
-    imported one): a re-run after an interrupted import appends only the rest."""
-    if not events:
-        return []
-    held = Counter(_event_key(e) for repo in repos for e in store.events(repo=repo, limit=None))
-    fresh: list[TelemetryEvent] = []
-    for event in events:
-        key = _event_key(event)
-        if held[key] > 0:
-            held[key] -= 1
-        else:
-            fresh.append(event)
-    return fresh
-
-
-def _check_limits(memory: Memory) -> None:
-    """The limits every entry point puts on a memory (``NewMemory.parse``)."""
-    for name, value, limit in (("subject", memory.subject, SUBJECT_MAX),
-                               ("fact", memory.fact, FACT_MAX),
-                               ("reason", memory.reason or "", FACT_MAX)):
-        if len(value) > limit:
-            raise ValidationError(f"memory {memory.id}: {name} is {len(value)} characters "
-                                  f"long; the limit is {limit}")
-    if not 1 <= len(memory.citations) <= CITATIONS_MAX:
-        raise ValidationError(f"memory {memory.id} has {len(memory.citations)} citations; a "
-                              f"memory has 1 to {CITATIONS_MAX}")
-    if len(memory.tags) > TAGS_MAX or any(len(t) > TAG_MAX for t in memory.tags):
-        raise ValidationError(f"memory {memory.id}: at most {TAGS_MAX} tags of at most "
-                              f"{TAG_MAX} characters each")
+def load_export(store: MemoryStore, export: Export) -> TransferCounts:
+    """Write a checked export in one transaction (``MemoryStore.load``); what the store
+    holds (memory ids it has or forgot, event keys, tombstones) is skipped."""
+    events = list(export.events)
+    legacy = {e.repo for e in events if e.key and e.key.startswith(LEGACY_PREFIX)}
+    if legacy:  # the target may hold these very events without a key: an old import
+        held: set[str | None] = set()
+        for repo in sorted(legacy):
+            trail = [*store.events(repo=repo, limit=None, archived=True),
+                     *store.events(repo=repo, limit=None)]
+            trail.sort(key=lambda e: (e.at, e.id or 0))
+            held |= {e.key for e in _keyed(e for e in trail if e.key is None)}
+        events = [e for e in events if e.key not in held]
+    memories, written, tombstones = store.load(export.memories, events, export.tombstones)
+    return TransferCounts(
+        memories=memories, events=written, skipped=len(export.memories) - memories,
+        repos=export.repos, skipped_events=len(export.events) - written,
+        tombstones=tombstones, skipped_tombstones=len(export.tombstones) - tombstones)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -196,9 +229,9 @@ def _write(out: IO[str], record: dict[str, Any]) -> None:
     out.write("\n")
 
 
-def _records(source: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) per non-blank line, after checking the header."""
-    header_seen = False
+def _records(source: Iterable[str]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(line number, format version, object) per non-blank line, after the header."""
+    version: int | None = None
     for number, line in enumerate(source, start=1):
         if too_long(line, IMPORT_LINE_MAX):
             raise ValidationError(f"line {number} is longer than {IMPORT_LINE_MAX:,} "
@@ -211,27 +244,31 @@ def _records(source: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
             raise ValidationError(f"line {number}: not JSON ({exc.msg})") from exc
         except RecursionError:
             raise ValidationError(f"line {number}: JSON nested too deeply") from None
+        check_depth(record, f"line {number}")
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
             raise ValidationError(f"line {number}: expected an object with a \"type\"")
         kind = record["type"]
-        if not header_seen:
+        if version is None:
             if kind != "header" or record.get("format") != FORMAT:
                 raise ValidationError(
                     f"line {number}: not a verified-memory export (the first line must be "
                     f'{{"type": "header", "format": "{FORMAT}", ...}})'
                 )
-            version = record.get("version")
-            if not isinstance(version, int) or version > VERSION:
+            given = record.get("version")
+            if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+                raise ValidationError(f"line {number}: export format version {given!r} is "
+                                      "not a version")
+            if given > VERSION:
                 raise ValidationError(
-                    f"line {number}: export format version {version!r} is newer than this "
-                    f"verified-memory reads ({VERSION}); upgrade verified-memory"
+                    f"line {number}: export format version {given} is newer than this "
+                    f"verified-memory reads (1 to {VERSION}); upgrade verified-memory"
                 )
-            header_seen = True
+            version = given
             continue
         if kind == "header":
             raise ValidationError(f"line {number}: a second header")
-        if kind not in {"memory", "event"}:
+        if kind not in {"memory", "event", "tombstone"}:
             raise ValidationError(f"line {number}: unknown type {kind!r}")
-        yield number, record
-    if not header_seen:
+        yield number, version, record
+    if version is None:
         raise ValidationError("the file is empty: no verified-memory export header")

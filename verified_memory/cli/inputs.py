@@ -1,0 +1,97 @@
+"""A memory as ``vmem store`` and ``vmem supersede`` take it: flags, a JSON memory (on
+stdin or ``--input``), or both. Flags given with a JSON memory are never dropped: a flag
+fills a field the JSON leaves out, agrees with the one it has, or is refused in one
+line naming both values."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import click
+
+from verified_memory.errors import ValidationError
+from verified_memory.models import CitationRef, NewMemory, parse_citation
+
+__all__ = ["memory_input", "parse_cite"]
+
+#: A memory's field, and the flag that gives it.
+FLAGS = {"subject": "--subject", "fact": "--fact", "reason": "--reason",
+         "category": "--category", "created_by": "--created-by", "tags": "--tag",
+         "citations": "--cite", "repo": "--repo"}
+
+
+def parse_cite(text: str, where: str) -> CitationRef:
+    """PATH:START[-END][@SHA] as typed on a command line."""
+    sha = None
+    if "@" in text:
+        text, sha = text.rsplit("@", 1)
+    path, sep, lines = text.rpartition(":")
+    if not sep:
+        raise ValidationError(f"{where}: expected PATH:START-END")
+    start, _, end = lines.partition("-")
+    return parse_citation({"path": path, "line_start": start, "line_end": end or start,
+                           "sha": sha}, where)
+
+
+def memory_input(input_file: str | None, repo: str | None, default_repo: Callable[[], str],
+                 flags: Mapping[str, Any], cites: tuple[str, ...]) -> NewMemory:
+    """The memory the command line describes. JSON is read from ``input_file`` ('-':
+    stdin), or from stdin when it is a pipe and no --subject is given; ``repo`` is the
+    --repo flag, ``default_repo`` the repository otherwise."""
+    given: dict[str, Any] = {k: v for k, v in flags.items() if v not in (None, ())}
+    if "tags" in given:
+        given["tags"] = list(given["tags"])
+    if cites:
+        given["citations"] = [parse_cite(c, f"--cite {c}") for c in cites]
+    if repo:
+        given["repo"] = repo
+    if input_file is None and (flags.get("subject") or sys.stdin.isatty()):
+        given.setdefault("tags", [])
+        given.setdefault("citations", [])
+        if "repo" not in given:
+            given["repo"] = default_repo()
+        return NewMemory.parse(given)
+    from verified_memory.limits import IMPORT_LINE_MAX, load_json, read_bounded
+
+    where = "stdin" if input_file in (None, "-") else input_file
+    with click.open_file(input_file or "-", encoding="utf-8") as fh:
+        text = read_bounded(fh, IMPORT_LINE_MAX, f"the memory on {where}")
+    if not text.strip():
+        raise ValidationError("no memory given: pass --subject, --fact and --cite, "
+                              "or a JSON memory on stdin")
+    data = load_json(text, where)
+    if not isinstance(data, dict):
+        return NewMemory.parse(data)  # refused: one line saying what a memory is
+    for field, value in given.items():
+        held = data.get(field)
+        if held is not None and not _same(field, held, value):
+            raise ValidationError(
+                f"{FLAGS[field]} says {_shown(field, value)} but the JSON memory's {field} "
+                f"is {_shown(field, held)}: give it once (the flag, or the JSON field)")
+        data[field] = value
+    if "repo" not in data:
+        data["repo"] = default_repo()
+    return NewMemory.parse(data)
+
+
+def _same(field: str, held: Any, value: Any) -> bool:
+    """Whether a JSON field and a flag say the same thing (after the parsing a memory's
+    fields get: stripped text, tags as a set, citations parsed)."""
+    try:
+        if field == "citations":
+            return [parse_citation(c) for c in held] == list(value)
+        if field == "tags":
+            return {str(t).strip() for t in held} == {t.strip() for t in value}
+    except (TypeError, ValidationError):
+        return False  # a malformed JSON field never agrees with a flag
+    return isinstance(held, str) and held.strip() == str(value).strip()
+
+
+def _shown(field: str, value: Any) -> str:
+    if field == "citations":
+        return ", ".join(str(c.location) if isinstance(c, CitationRef) else repr(c)
+                         for c in value) or "none"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
