@@ -17,9 +17,10 @@ Invariants every implementation keeps:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from verified_memory.models import EventKind, Memory, RepoStats, Status, TelemetryEvent, Transition
+from verified_memory.store.views import ViewQuery
 
 __all__ = ["ClosingStore", "MemoryStore"]
 
@@ -98,6 +99,10 @@ class MemoryStore(Protocol):
 
     def stats(self, repo: str) -> RepoStats:
         """Counts by status, by event kind, and of citations, for one repository."""
+
+    def read_view(self, query: ViewQuery) -> list[dict[str, Any]]:
+        """Rows of one dashboard view (``store/views.py``): every store has the same
+        views, columns and numbers; rows normalised by ``views.normalize_row``."""
 
     def close(self) -> None:
         """Release connections. Safe to call twice."""

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 from verified_memory.errors import Conflict, NotFound, StoreError
 from verified_memory.models import (
@@ -40,6 +41,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
+from verified_memory.store.views import ViewQuery
 
 __all__ = ["InMemoryStore"]
 
@@ -238,6 +240,20 @@ class InMemoryStore:
             validated=sum(1 for m in memories if m.validated),
             poor=sum(1 for m in memories if m.poor),
         )
+
+    def read_view(self, query: ViewQuery) -> list[dict[str, Any]]:
+        """Read from a SQLite copy of this store: the views keep one definition for
+        embedded stores, not a second one in Python."""
+        from verified_memory.store.sqlite import SQLiteStore
+
+        query.checked()
+        with self._open():
+            memories, events = list(self._memories.values()), list(self._events)
+        with SQLiteStore(":memory:") as copy:
+            for memory in memories:
+                copy.add(memory)
+            copy.log(events)
+            return copy.read_view(query)
 
     def close(self) -> None:
         with self._lock:

@@ -73,6 +73,8 @@ from verified_memory.store._rows import (
     with_supersedes,
 )
 from verified_memory.store.base import ClosingStore
+from verified_memory.store.sqlite_views import DASHBOARD_MIGRATION
+from verified_memory.store.views import ViewQuery, as_text, normalize_row, sql_select
 
 __all__ = ["MIGRATIONS", "SQLiteStore", "fts_query"]
 
@@ -228,6 +230,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             lambda conn: _widen_status_check(conn, _STATUSES_1, _STATUSES),
         ),
     ),
+    (7, "dashboard views, over counts kept as telemetry is appended", DASHBOARD_MIGRATION),
 )
 
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
@@ -537,6 +540,14 @@ class SQLiteStore(ClosingStore):
             ).fetchone()
         return RepoStats(repo=repo, by_status=by_status, events=events, citations=citations,
                          unconfirmed=unconfirmed, validated=validated, poor=poor)
+
+    def read_view(self, query: ViewQuery) -> list[dict[str, Any]]:
+        view = query.checked()
+        sql, params = sql_select(query, "?", as_text)
+        with self._read(f"reading {view.name}") as conn:
+            cursor = conn.execute(sql, params)
+            names = [d[0] for d in cursor.description]
+            return [normalize_row(view, dict(zip(names, row, strict=True))) for row in cursor]
 
     def close(self) -> None:
         with self._lock:
