@@ -28,12 +28,12 @@ from tests.gitrepo import GitRepo, git_env
 from tests.pg import postgres_store
 from verified_memory import LocalGitSource, MemoryService
 from verified_memory.cli import main
-from verified_memory.dashboard import build, render_page
+from verified_memory.dashboard import build, pages, render_page
 from verified_memory.dashboard.data import collect
-from verified_memory.dashboard.detail import memory_details
+from verified_memory.dashboard.detail import memory_detail, memory_details
 from verified_memory.dashboard.page import anchor, describe, render_detail_page
 from verified_memory.dashboard.server import DashboardServer, Pages, start
-from verified_memory.errors import ValidationError, VerifiedMemoryError
+from verified_memory.errors import NotFound, ValidationError, VerifiedMemoryError
 from verified_memory.models import EventKind, Memory, TelemetryEvent, utcnow
 from verified_memory.store.base import MemoryStore
 from verified_memory.store.sqlite import SQLiteStore
@@ -90,8 +90,7 @@ def test_a_longer_window_reaches_older_verdicts(service: MemoryService) -> None:
 def test_the_funnel_and_the_files_of_the_window(service: MemoryService) -> None:
     api = week(service).repos[0]
     assert api.funnel.to_dict() == {"retrieved": 7, "verified_valid": 4, "verified_invalid": 2,
-                                    "applied": 2, "feedback_success": 3,
-                                    "feedback_failure": 1}
+                                    "applied": 2, "successes": 3, "failures": 1}
     assert [(f.path, f.breaks) for f in api.files] == [("src/a.py", 2), ("src/c/d.py", 1)]
     assert [(d.path, d.breaks) for d in week(service, top=1).repos[0].directories] == [
         ("src/", 2)]
@@ -313,7 +312,7 @@ def test_an_empty_store_says_how_to_begin(tmp_path: Path) -> None:
 
 
 def test_a_memory_page_of_its_own(service: MemoryService) -> None:
-    html = render_detail_page(memory_details(service, ["m-valid"])[0])
+    html = render_detail_page(memory_detail(service, "m-valid"))
     page = Page(html)
     assert anchor("m-valid") in page.ids
     assert "subject of m-super" in html  # its history
@@ -333,14 +332,7 @@ def test_an_event_on_one_line() -> None:
 
 @pytest.fixture
 def served(service: MemoryService) -> Iterator[DashboardServer]:
-    def page(repos: list[str] | None, days: int | None) -> str:
-        return render_page(*build(service, repos=repos, days=7 if days is None else days,
-                                  now=NOW))
-
-    def memory(memory_id: str) -> str:
-        return render_detail_page(memory_details(service, [memory_id])[0])
-
-    server = start(0, Pages(page, memory))
+    server = start(0, pages(service, days=7, now=NOW))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
@@ -515,3 +507,23 @@ def test_utcnow_is_what_the_page_counts_from(db: str, capsys: pytest.CaptureFixt
     code, out, _ = vmem(capsys, "dashboard", "--json", "--days", "1")
     assert code == 0
     assert json.loads(out)["until"] == utcnow().date().isoformat()
+
+
+def test_a_memory_deleted_since_it_was_listed_is_left_out(store: SQLiteStore) -> None:
+    """A listed memory may be gone by the time its detail is read (forgotten, or an
+    import rolled back elsewhere): the others still show."""
+
+    class Forgetting(SQLiteStore):
+        def get_many(self, memory_ids: Any) -> list[Memory]:
+            if "m-old" in memory_ids:
+                raise NotFound("memory m-old not found")
+            return super().get_many(memory_ids)
+
+    forgetting = Forgetting(store.path)
+    try:
+        details = memory_details(MemoryService(forgetting), ["m-old", "m-fresh", "m-poor"])
+        assert [d.memory.id for d in details] == ["m-fresh", "m-poor"]
+        with pytest.raises(NotFound):
+            memory_detail(MemoryService(forgetting), "m-gone")
+    finally:
+        forgetting.close()

@@ -18,11 +18,10 @@ from tests.browser import artifact_dir
 from tests.dashboard_data import OTHER, REPO, seed
 from verified_memory import MemoryService
 from verified_memory.cli import main
-from verified_memory.dashboard import build, render_page
+from verified_memory.dashboard import build, pages
 from verified_memory.dashboard.data import Dashboard
-from verified_memory.dashboard.detail import memory_details
-from verified_memory.dashboard.page import anchor, render_detail_page
-from verified_memory.dashboard.server import DashboardServer, Pages, start
+from verified_memory.dashboard.page import anchor
+from verified_memory.dashboard.server import DashboardServer, start
 from verified_memory.models import utcnow
 from verified_memory.store.sqlite import SQLiteStore
 
@@ -46,15 +45,7 @@ def expected(db: SQLiteStore) -> Dashboard:
 
 @pytest.fixture
 def live(db: SQLiteStore) -> Iterator[DashboardServer]:
-    service = MemoryService(db)
-
-    def page(repos: list[str] | None, days: int | None) -> str:
-        return render_page(*build(service, repos=repos, days=days or 90))
-
-    def memory(memory_id: str) -> str:
-        return render_detail_page(memory_details(service, [memory_id])[0])
-
-    server = start(0, Pages(page, memory))
+    server = start(0, pages(MemoryService(db)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server
     server.shutdown()

@@ -74,22 +74,10 @@ def dashboard(env: Env, out: str | None, port: int, repos: tuple[str, ...], days
 
 def _serve(service: MemoryService, port: int, repos: list[str] | None, days: int,
            limit: int) -> None:
-    from verified_memory.dashboard import build, render_page
-    from verified_memory.dashboard.detail import memory_details
-    from verified_memory.dashboard.page import render_detail_page
-    from verified_memory.dashboard.server import Pages, start
-    from verified_memory.models import validate_repo
+    from verified_memory.dashboard import pages
+    from verified_memory.dashboard.server import start
 
-    def page(asked: list[str] | None, asked_days: int | None) -> str:
-        chosen = [validate_repo(r) for r in asked] if asked else repos
-        return render_page(*build(service, repos=chosen,
-                                  days=days if asked_days is None else asked_days,
-                                  list_limit=limit))
-
-    def memory(memory_id: str) -> str:
-        return render_detail_page(memory_details(service, [memory_id])[0])
-
-    server = start(port, Pages(page, memory))
+    server = start(port, pages(service, repos=repos, days=days, list_limit=limit))
     say(f"vmem: serving the dashboard on {server.url} (Ctrl-C stops it)")
     try:
         server.serve_forever()

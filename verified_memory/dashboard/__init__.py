@@ -15,13 +15,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from verified_memory.dashboard.data import Dashboard, collect
-from verified_memory.dashboard.detail import MemoryDetail, memory_details
-from verified_memory.dashboard.page import render_page
+from verified_memory.dashboard.detail import MemoryDetail, memory_detail, memory_details
+from verified_memory.dashboard.page import render_detail_page, render_page
+from verified_memory.dashboard.server import Pages
 
 if TYPE_CHECKING:
     from verified_memory.service import MemoryService
 
-__all__ = ["Dashboard", "MemoryDetail", "build", "render_page"]
+__all__ = ["Dashboard", "MemoryDetail", "build", "pages", "render_page"]
 
 
 def build(service: MemoryService, *, repos: Sequence[str] | None = None, days: int = 90,
@@ -35,3 +36,18 @@ def build(service: MemoryService, *, repos: Sequence[str] | None = None, days: i
               for row in listing.rows]
     return dashboard, memory_details(service, listed)
 
+
+
+def pages(service: MemoryService, *, repos: Sequence[str] | None = None, days: int = 90,
+          list_limit: int = 10, now: datetime | None = None) -> Pages:
+    """What the live server shows: the dashboard (a request's ``repo`` and ``days``
+    instead of these when it names them), and one memory's page."""
+    from verified_memory.models import validate_repo
+
+    def dashboard(asked: list[str] | None, asked_days: int | None) -> str:
+        chosen = [validate_repo(r) for r in asked] if asked else repos
+        return render_page(*build(service, repos=chosen, list_limit=list_limit, now=now,
+                                  days=days if asked_days is None else asked_days))
+
+    return Pages(dashboard, lambda memory_id: render_detail_page(
+        memory_detail(service, memory_id)))

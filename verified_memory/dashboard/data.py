@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
@@ -87,14 +87,16 @@ class Funnel:
     failures: int = 0
 
     def stages(self) -> list[tuple[str, int]]:
-        return [("retrieved", self.retrieved), ("verified valid", self.verified_valid),
-                ("verified invalid", self.verified_invalid), ("applied", self.applied),
-                ("feedback: success", self.successes), ("feedback: failure", self.failures)]
+        """(label, events) per stage, in funnel order."""
+        return [(label, getattr(self, name)) for name, label in _STAGES]
 
     def to_dict(self) -> dict[str, int]:
-        return {"retrieved": self.retrieved, "verified_valid": self.verified_valid,
-                "verified_invalid": self.verified_invalid, "applied": self.applied,
-                "feedback_success": self.successes, "feedback_failure": self.failures}
+        return {name: getattr(self, name) for name, _ in _STAGES}
+
+
+_STAGES = (("retrieved", "retrieved"), ("verified_valid", "verified valid"),
+           ("verified_invalid", "verified invalid"), ("applied", "applied"),
+           ("successes", "feedback: success"), ("failures", "feedback: failure"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,11 +129,8 @@ class MemoryRow:
                    row["success_count"], row["failure_count"], row["invalid_reason"])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "subject": self.subject, "status": self.status,
-                "category": self.category, "created_at": self.created_at.isoformat(),
-                "last_used_at": self.last_used_at.isoformat(),
-                "applied_count": self.applied_count, "success_count": self.success_count,
-                "failure_count": self.failure_count, "invalid_reason": self.invalid_reason}
+        return {**asdict(self), "created_at": self.created_at.isoformat(),
+                "last_used_at": self.last_used_at.isoformat()}
 
 
 @dataclass(frozen=True, slots=True)

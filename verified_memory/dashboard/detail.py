@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from verified_memory.errors import NotFound
 from verified_memory.models import EventKind, Memory, TelemetryEvent
 
 if TYPE_CHECKING:
     from verified_memory.service import MemoryService
 
-__all__ = ["TRAIL_LIMIT", "MemoryDetail", "audit_trail", "memory_details"]
+__all__ = ["TRAIL_LIMIT", "MemoryDetail", "audit_trail", "memory_detail", "memory_details"]
 
 #: Events shown per memory: the most recent ones.
 TRAIL_LIMIT = 100
@@ -43,14 +44,31 @@ def audit_trail(service: MemoryService, memory_id: str,
     return shown, len(events) - len(shown)
 
 
+def memory_detail(service: MemoryService, memory_id: str) -> MemoryDetail:
+    """One memory's detail; ``NotFound`` when there is no such memory."""
+    return _detail(service, service.memories.get(memory_id))
+
+
 def memory_details(service: MemoryService, memory_ids: Sequence[str]) -> list[MemoryDetail]:
-    """The detail of each memory (unknown ids: ``NotFound``), read in one query for the
-    memories and one per memory for its trail."""
-    memories = service.memories.get_many(list(dict.fromkeys(memory_ids)))
-    details = []
-    for memory in memories:
-        chained = memory.supersedes is not None or memory.superseded_by is not None
-        history = tuple(service.history(memory.id)) if chained else (memory,)
-        trail, earlier = audit_trail(service, memory.id)
-        details.append(MemoryDetail(memory, history, tuple(trail), earlier))
-    return details
+    """The detail of each memory that exists, read in one query for the memories and one
+    per memory for its trail."""
+    wanted = list(dict.fromkeys(memory_ids))
+    try:
+        memories = service.memories.get_many(wanted)
+    except NotFound:  # one was deleted since it was listed: show the others
+        memories = [m for m in (_get(service, i) for i in wanted) if m is not None]
+    return [_detail(service, memory) for memory in memories]
+
+
+def _detail(service: MemoryService, memory: Memory) -> MemoryDetail:
+    chained = memory.supersedes is not None or memory.superseded_by is not None
+    history = tuple(service.history(memory.id)) if chained else (memory,)
+    trail, earlier = audit_trail(service, memory.id)
+    return MemoryDetail(memory, history, tuple(trail), earlier)
+
+
+def _get(service: MemoryService, memory_id: str) -> Memory | None:
+    try:
+        return service.memories.get(memory_id)
+    except NotFound:
+        return None
