@@ -460,7 +460,8 @@ def test_json_gives_the_numbers(db: str, capsys: pytest.CaptureFixture[str]) -> 
 @pytest.mark.parametrize(("args", "code", "says"), [
     (("--repo", "nope"), 1, "vmem: error: --repo must be 'owner/name'"),
     (("--days", "0"), 2, "Invalid value for '--days'"),
-    (("--out", "/nonexistent-dir/report.html"), 1, "vmem: error: "),
+    (("--out", "/nonexistent-dir/report.html"), 1,
+     "vmem: error: cannot write /nonexistent-dir/report.html: No such file or directory"),
 ])
 def test_mistakes_are_one_line(db: str, capsys: pytest.CaptureFixture[str],
                                args: tuple[str, ...], code: int, says: str) -> None:

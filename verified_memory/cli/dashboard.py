@@ -12,6 +12,7 @@ import click
 
 from verified_memory.cli.env import Env, say
 from verified_memory.cli.render import Output
+from verified_memory.errors import VerifiedMemoryError
 
 if TYPE_CHECKING:
     from verified_memory.service import MemoryService
@@ -90,11 +91,17 @@ def _serve(service: MemoryService, port: int, repos: list[str] | None, days: int
 def _write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` whole or not at all (a reader never sees half a page),
     readable by its owner only, like the store it quotes."""
-    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise VerifiedMemoryError(f"cannot write {path}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(partial, path)
+    except OSError as exc:
+        Path(partial).unlink(missing_ok=True)
+        raise VerifiedMemoryError(f"cannot write {path}: {exc.strerror or exc}") from exc
     except BaseException:
         Path(partial).unlink(missing_ok=True)
         raise
