@@ -93,10 +93,12 @@ def chromium() -> str:
     return _FOUND
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the session. Playwright starts it with a new, empty
-    profile directory of its own (and removes it afterwards)."""
+    """One headless Chromium for a test module. Playwright starts it with a new, empty
+    profile directory of its own (and removes it afterwards). Not for the session: while
+    Playwright's sync API runs, the main thread has an event loop running, and later
+    tests that call ``asyncio.run`` (the MCP ones) would fail."""
     executable = chromium()
     from playwright.sync_api import sync_playwright
 

@@ -178,22 +178,26 @@ DASHBOARD_MIGRATION: tuple[str, ...] = (
     # The memory table is wide (facts, tags): scanning it for counts reads every page. These
     # indexes hold what the counts and the lists need, so counting scans an index and a
     # list reads its first rows in order (at 100,000 memories: 1.8 s to 0.2 s). A refresh
-    # moves none of their columns; an application or a feedback moves one entry.
+    # moves none of their columns; an application or a feedback moves one entry. The two
+    # for lists start with the status, so that reads by repository alone (recent, export)
+    # keep the indexes they had.
     """
     CREATE INDEX agent_memory_health ON agent_memory (repo, status, applied_count,
         created_at, failure_count, success_count, used_at, promoted_to)
     """,
-    "CREATE INDEX agent_memory_failing ON agent_memory (repo, status, failure_count)",
+    "CREATE INDEX agent_memory_failing ON agent_memory (status, repo, failure_count)",
     """
-    CREATE INDEX agent_memory_last_use ON agent_memory (repo, status,
+    CREATE INDEX agent_memory_last_use ON agent_memory (status, repo,
         coalesce(used_at, created_at))
     """,
+    # "+status": not a look-up by status (which would read every active memory's row),
+    # a scan of agent_memory_health, which holds every column this needs.
     f"""
     CREATE VIEW agent_memory_last_use_daily AS
     SELECT repo, {_DAY.format("coalesce(used_at, created_at)")} AS day,
         count(*) AS memories
     FROM agent_memory
-    WHERE status = 'active'
+    WHERE +status = 'active'
     GROUP BY repo, {_DAY.format("coalesce(used_at, created_at)")}
     """,
 )
