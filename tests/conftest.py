@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-# The throwaway Postgres server for the Postgres and Supabase tests (see tests/pg.py).
-pytest_plugins = ["tests.pg"]
+# The throwaway Postgres server for the Postgres and Supabase tests (see tests/pg.py), and
+# headless Chromium for the dashboard's browser tests (tests/browser.py).
+pytest_plugins = ["tests.pg", "tests.browser"]
 
 
 @pytest.fixture(autouse=True)

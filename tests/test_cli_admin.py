@@ -13,7 +13,7 @@ import pytest
 
 from tests.gitrepo import GitRepo
 from verified_memory.cli import main
-from verified_memory.store.sqlite import SQLiteStore
+from verified_memory.store.sqlite import MIGRATIONS, SQLiteStore
 
 CODE = "def a():\n    return 1\n\n\ndef b():\n    return 2\n\n\ndef c():\n    return 3\n"
 
@@ -309,12 +309,12 @@ def test_where_names_the_store_its_schema_size_and_counts(
     ok(capsys, "forget", memory_id, "--reason", "r")
     info = json.loads(ok(capsys, "where", "--json"))
     assert (info["kind"], info["location"], info["schema_version"], info["exists"]) == (
-        "sqlite", str(db), "5", True)
+        "sqlite", str(db), str(MIGRATIONS[-1][0]), True)
     assert (info["memories"], info["forgotten"], info["repos"]) == (1, 1, 1)
     assert info["size_bytes"] >= db.stat().st_size
     text = ok(capsys, "where")
     assert text.splitlines()[0] == f"sqlite {db}"
-    assert "schema version 5" in text
+    assert f"schema version {MIGRATIONS[-1][0]}" in text
     assert "1 memories in 1 repositories, 1 forgotten" in text
 
 

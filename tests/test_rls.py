@@ -23,14 +23,15 @@ from verified_memory.errors import NotFound, StoreError
 from verified_memory.models import EventKind, Memory, Status, TelemetryEvent, Transition
 from verified_memory.store.postgres import PostgresStore, event_payload, memory_payload
 from verified_memory.store.supabase import SupabaseStore
+from verified_memory.store.views import VIEWS as DASHBOARD_VIEWS
 
 pytestmark = pytest.mark.postgres
 
 MINE, THEIRS = "acme/api", "other/app"
 TENANT_A = {"role": "authenticated", "sub": "user-a", "app_metadata": {"repos": [MINE]}}
 TABLES = ("agent_memory", "agent_memory_citation", "agent_memory_telemetry")
-VIEWS = ("agent_memory_full", "agent_memory_repos", "agent_memory_invalidation_daily",
-         "agent_memory_outcome_funnel", "agent_memory_status_counts")
+# Every dashboard view too (store/views.py): a tenant's dashboard shows its repositories.
+VIEWS = ("agent_memory_full", "agent_memory_repos", *DASHBOARD_VIEWS)
 
 
 def _memory(memory_id: str, repo: str, subject: str = "retry policy") -> Memory:
@@ -59,6 +60,9 @@ def url(pg_server: Any) -> Iterator[str]:
                 store.log([_event(EventKind.RETRIEVED, memory_id, repo),
                            _event(EventKind.VERIFIED_VALID, memory_id, repo),
                            _event(EventKind.APPLIED, memory_id, repo)])
+            broke = {"outcomes": [{"outcome": "missing", "path": "src/app.py"}]}
+            store.log([TelemetryEvent(kind=EventKind.VERIFIED_INVALID, repo=repo,
+                                      memory_id=f"{prefix}0", actor="t", detail=broke)])
     finally:
         store.close()
     yield pg_url
@@ -206,7 +210,7 @@ def test_owner_wildcard_grants_every_repository_of_that_owner(
 def test_service_role_sees_every_tenant(conn: psycopg.Connection[Any]) -> None:
     with acting_as(conn, {"role": "service_role"}):
         assert _one(conn, "select count(distinct repo) from agent_memory_full") == 2
-        assert _one(conn, "select count(*) from agent_memory_telemetry") == 24
+        assert _one(conn, "select count(*) from agent_memory_telemetry") == 26
 
 
 # --------------------------------------------------------------------------- writing

@@ -40,6 +40,7 @@ from verified_memory.prompt import relevance, sanitize_line
 from verified_memory.quality import QualityPolicy, classify, normalize_category, rank_search
 from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo
 from verified_memory.store.base import MemoryStore
+from verified_memory.store.views import ViewQuery
 from verified_memory.telemetry import TelemetryBuffer
 from verified_memory.verify.bulk import CheckedCitation, Item, check_citations
 from verified_memory.verify.citing import fingerprint_citation
@@ -469,6 +470,14 @@ class MemoryService:
         repo = validate_repo(repo)
         self.telemetry.flush()
         return self.memories.stats(repo)
+
+    def read_view(self, query: ViewQuery) -> list[dict[str, Any]]:
+        """Rows of one dashboard view (``store/views.py``: the same on every store),
+        counting what is still buffered too."""
+        if query.repo is not None:
+            validate_repo(query.repo)
+        self.telemetry.flush()
+        return self.memories.read_view(query)
 
     # ------------------------------------------------------------------ verifying
 

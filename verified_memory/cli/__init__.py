@@ -16,6 +16,7 @@ import click
 
 from verified_memory.cli.admin import COMMANDS as ADMIN_COMMANDS
 from verified_memory.cli.citations import citations
+from verified_memory.cli.dashboard import dashboard
 from verified_memory.cli.db import db
 from verified_memory.cli.env import (
     Env,
@@ -63,6 +64,7 @@ def cli(ctx: click.Context, db: str | None, directory: Path, time_limit: float |
 
 pass_env = click.make_pass_decorator(Env)
 cli.add_command(citations)
+cli.add_command(dashboard)
 cli.add_command(db)
 cli.add_command(review)
 cli.add_command(hook)

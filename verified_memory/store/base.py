@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from verified_memory.models import (
     EventKind,
@@ -35,6 +35,7 @@ from verified_memory.models import (
     Tombstone,
     Transition,
 )
+from verified_memory.store.views import ViewQuery
 
 __all__ = ["ClosingStore", "MemoryStore"]
 
@@ -157,6 +158,10 @@ class MemoryStore(Protocol):
 
     def info(self) -> StoreInfo:
         """Where the store is, its schema version, size and counts (``vmem where``)."""
+
+    def read_view(self, query: ViewQuery) -> list[dict[str, Any]]:
+        """Rows of one dashboard view (``store/views.py``): every store has the same
+        views, columns and numbers; rows normalised by ``views.normalize_row``."""
 
     def close(self) -> None:
         """Release connections. Safe to call twice."""

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from verified_memory.errors import Conflict, NotFound, StoreError, ValidationError
 from verified_memory.models import (
@@ -49,6 +50,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
+from verified_memory.store.views import ViewQuery
 
 __all__ = ["InMemoryStore"]
 
@@ -329,6 +331,23 @@ class InMemoryStore:
                              forgotten=len(self._tombstones), events=len(self._events),
                              archived_events=len(self._archive),
                              repos=len({m.repo for m in self._memories.values()}))
+
+    def read_view(self, query: ViewQuery) -> list[dict[str, Any]]:
+        """Read from a SQLite copy of this store: the views keep one definition for
+        embedded stores, not a second one in Python."""
+        from verified_memory.store.sqlite import SQLiteStore
+
+        query.checked()
+        with self._open():
+            memories, events = list(self._memories.values()), list(self._events)
+            tombstones = list(self._tombstones.values())
+        with SQLiteStore(":memory:") as copy:
+            for memory in memories:
+                copy.add(memory)
+            copy.log(events)
+            if tombstones:
+                copy.load((), (), tombstones)
+            return copy.read_view(query)
 
     def close(self) -> None:
         with self._lock:

@@ -76,6 +76,7 @@ from verified_memory.store._rows import (
     with_supersedes,
 )
 from verified_memory.store.base import ClosingStore
+from verified_memory.store.views import ViewQuery, normalize_row, sql_select
 
 if TYPE_CHECKING:
     import psycopg
@@ -469,6 +470,12 @@ class PostgresStore(ClosingStore):
     def stats(self, repo: str) -> RepoStats:
         rows = self._fetch("counting memories", "select agent_memory_stats(%s) as s", (repo,))
         return stats_from_json(repo, rows[0]["s"] if rows else None)
+
+    def read_view(self, query: ViewQuery) -> list[dict[str, Any]]:
+        view = query.checked()
+        sql, params = sql_select(query, "%s", lambda _kind, value: value)
+        return [normalize_row(view, row) for row in self._fetch(f"reading {view.name}", sql,
+                                                                params)]
 
     def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
         where, params = ("repo = %s", (repo,)) if status is None else (

@@ -79,6 +79,8 @@ from verified_memory.store._rows import (
     with_supersedes,
 )
 from verified_memory.store.base import ClosingStore
+from verified_memory.store.sqlite_views import DASHBOARD_MIGRATION
+from verified_memory.store.views import ViewQuery, as_text, normalize_row, sql_select
 
 __all__ = ["MIGRATIONS", "SQLiteStore", "fts_query"]
 
@@ -236,6 +238,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
     ),
     # The statements live with the queries that use them (_sqlite_admin.py).
     (5, "audit and hygiene: event keys, tombstones, the telemetry archive", _admin.MIGRATION),
+    (7, "dashboard views, over counts kept as telemetry is appended", DASHBOARD_MIGRATION),
 )
 
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
@@ -631,6 +634,14 @@ class SQLiteStore(ClosingStore):
         """Merge the full-text index, rebuild the file, empty the write-ahead log."""
         with self._read("vacuuming") as conn:
             _admin.vacuum(conn)
+
+    def read_view(self, query: ViewQuery) -> list[dict[str, Any]]:
+        view = query.checked()
+        sql, params = sql_select(query, "?", as_text)
+        with self._read(f"reading {view.name}") as conn:
+            cursor = conn.execute(sql, params)
+            names = [d[0] for d in cursor.description]
+            return [normalize_row(view, dict(zip(names, row, strict=True))) for row in cursor]
 
     def close(self) -> None:
         with self._lock:

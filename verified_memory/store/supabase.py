@@ -75,6 +75,7 @@ from verified_memory.store.postgres import (
     transition_payload,
     translate_sqlstate,
 )
+from verified_memory.store.views import ViewQuery, as_text, normalize_row
 
 if TYPE_CHECKING:
     import httpx
@@ -317,6 +318,21 @@ class SupabaseStore(ClosingStore):
     def stats(self, repo: str) -> RepoStats:
         data = self._rpc("counting memories", "agent_memory_stats", {"p_repo": repo})
         return stats_from_json(repo, data if isinstance(data, dict) else None)
+
+    def read_view(self, query: ViewQuery) -> list[dict[str, Any]]:
+        view = query.checked()
+        filters = {"=": "eq", "<": "lt", "<=": "lte", ">": "gt", ">=": "gte"}
+
+        def build() -> Any:
+            q = self._table(view.name).select(",".join(view.columns))
+            for column, op, value in query.conditions():
+                q = getattr(q, filters[op])(column, as_text(view.columns[column], value))
+            for column, descending in query.sort():
+                q = q.order(column, desc=descending)
+            return q
+
+        rows = self._pages(f"reading {view.name}", build, query.limit)
+        return [normalize_row(view, row) for row in rows]
 
     def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
         data = self._rpc("counting memories", "agent_memory_count", {
