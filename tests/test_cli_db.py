@@ -37,7 +37,7 @@ def test_sqlite_migrate_export_import_round_trip(repo: GitRepo, tmp_path: Path,
     dump = tmp_path / "dump.jsonl"
     code, _, err = vmem(capsys, "--db", first, "db", "export", "-o", str(dump))
     assert code == 0
-    assert "exported 1 memories and 2 events" in err
+    assert "exported 1 memories, 2 events and 0 tombstones" in err
     code, out, _ = vmem(capsys, "--db", second, "db", "import", str(dump), "--json")
     assert json.loads(out)["memories"] == 1
     code, out, _ = vmem(capsys, "--db", second, "show", memory_id, "--json")
@@ -58,7 +58,9 @@ def test_import_of_a_bad_file_names_the_line_and_writes_nothing(
     assert code == 1
     assert err.startswith("vmem: error:")
     assert "line" in err
-    assert json.loads(vmem(capsys, "--db", url, "recent", "--json")[1]) == []
+    assert not (tmp_path / "c.db").exists()  # a failed import leaves no empty store behind
+    code, _, err = vmem(capsys, "--db", url, "recent", "--json")
+    assert code != 0 and "c.db" in err
 
 
 @pytest.mark.postgres
