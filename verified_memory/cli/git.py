@@ -117,3 +117,24 @@ def _commit(env: Env, folder: Path, subject: str) -> str | None:
     from verified_memory.gitstore.commit import commit_folder
 
     return commit_folder(folder, f"[memory] {subject}")
+
+
+@git.command()
+@_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+@pass_env
+def reindex(env: Env, folder: Path | None, as_json: bool) -> None:
+    """Rebuild the SQLite index of the repository store (VMEM_DATABASE_URL=git:.memory)
+    from the folder's files. The index is git-ignored; it is also rebuilt by itself
+    whenever the files changed behind it (a pull, a merge, a hand edit)."""
+    from verified_memory.gitstore.store import GitStore
+
+    env.out = Output(as_json)
+    target = _folder(env, folder)
+    with GitStore(target, create=False) as store:
+        memories, events, tombstones = store.reindex()
+    if as_json:
+        env.out.json({"memories": memories, "events": events, "tombstones": tombstones})
+        return
+    env.out.out.print(f"rebuilt the index of {target}: {memories} memories, {events} "
+                      f"events, {tombstones} tombstones", markup=False)
