@@ -304,10 +304,10 @@ def test_commit_makes_one_memory_commit_and_leaves_other_staged_work_alone(
     assert again["commit"] is None  # nothing changed: no empty commit
 
 
-def test_readme_git_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readme_git_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     section = readme.split("\n## Memories in the repository\n", 1)[1].split("\n## ", 1)[0]
-    (commands,) = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    export, repository_store = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
     repo = GitRepo.project(tmp_path / "app", {"app/net.py": NET},
                            origin="https://github.com/acme/app.git")
     monkeypatch.chdir(repo.path)
@@ -316,11 +316,19 @@ def test_readme_git_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     root = str(Path(__file__).parent.parent)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    for line in commands.strip().splitlines():
-        done = subprocess.run(["bash", "-c", line.split("#", 1)[0]], capture_output=True,
-                              text=True, env=env, check=False)
-        assert done.returncode == 0, f"{line}\n{done.stderr}"
+
+    def run(script: str) -> str:
+        done = subprocess.run(["bash", "-ec", script], capture_output=True, text=True,
+                              env=env, check=False)
+        assert done.returncode == 0, f"{script}\n{done.stderr}"
+        return done.stdout
+
+    run(export)
     assert repo.run("log", "-1", "--format=%s").startswith("[memory] export 1 memories")
     assert repo.run("status", "--porcelain", "--", ".memory") == ""
     with SQLiteStore(tmp_path / "app" / "teammate.db") as teammate:
         assert [m.subject for m in teammate.recent("acme/app")] == ["Retry budget"]
+    said = run(repository_store)
+    assert "Timeout" in said
+    assert "rebuilt the index" in said
+    assert list((repo.path / ".memory").glob("uncategorized/*-timeout.md"))
