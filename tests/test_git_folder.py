@@ -77,16 +77,16 @@ def test_export_writes_one_file_per_memory_and_a_rerun_changes_nothing(
     assert done["memories"] == 2
     folder = clone.path / ".memory"
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.md"))
-    assert f"convention/{first}-adds-one.md" in files
-    assert f"uncategorized/{second}-adds-two.md" in files
-    text = (folder / f"convention/{first}-adds-one.md").read_text()
+    assert f"convention/{first}_adds-one.md" in files
+    assert f"uncategorized/{second}_adds-two.md" in files
+    text = (folder / f"convention/{first}_adds-one.md").read_text()
     assert text.startswith("---\nid: ")
     assert "\nsubject: Adds one\n" in text
     assert "\nCallers rely on it.\n" in text.split("## Reason", 1)[1]
     assert "  - path: app/net.py\n    line_start: 1\n    line_end: 2\n" in text
     index = (folder / "index.md").read_text()
     assert index.index("## convention") < index.index("## uncategorized")
-    assert f"- `{first}` [Adds one](<convention/{first}-adds-one.md>)" in index
+    assert f"- `{first}` [Adds one](<convention/{first}_adds-one.md>)" in index
     assert "index.sqlite*" in (folder / ".gitignore").read_text()
     clone.commit("[memory] export")
     again = ok(capsys, "git", "export", "--repo", REPO)
@@ -214,11 +214,11 @@ def test_hand_edits_supersede_and_deletions_invalidate(
     ok(capsys, "git", "export", "--repo", REPO)
     clone.commit("[memory] export")
     folder = clone.path / ".memory" / "uncategorized"
-    (path,) = folder.glob(f"{edited}-*.md")
+    (path,) = folder.glob(f"{edited}_*.md")
     text = path.read_text().replace("Edited: the fact.", "Edited: reworded by hand.")
     path.write_text(text.replace("line_start: 1\n    line_end: 2", "line_start: 13\n"
                                                                   "    line_end: 14"))
-    next(folder.glob(f"{deleted}-*.md")).unlink()
+    next(folder.glob(f"{deleted}_*.md")).unlink()
     clone.commit("review: reword a memory, drop another")
     done = ok(capsys, "git", "import")
     ((old, new),) = done["superseded"]
@@ -238,8 +238,8 @@ def test_hand_edits_supersede_and_deletions_invalidate(
     assert again["new"] == []
     ok(capsys, "git", "export", "--repo", REPO)  # the store's view, every status kept
     assert "\nstatus: superseded\n" in path.read_text()
-    assert "Edited: reworded by hand." in next(folder.glob(f"{new}-*.md")).read_text()
-    assert "\nstatus: invalid\n" in next(folder.glob(f"{deleted}-*.md")).read_text()
+    assert "Edited: reworded by hand." in next(folder.glob(f"{new}_*.md")).read_text()
+    assert "\nstatus: invalid\n" in next(folder.glob(f"{deleted}_*.md")).read_text()
 
 
 @pytest.mark.parametrize(("change", "said"), [
@@ -263,7 +263,7 @@ def test_bad_input_is_one_line_naming_file_and_field_and_nothing_is_written(
     new = store(capsys, "Fresh", "app/net.py:5-6", db=f"sqlite:///{tmp_path / 'other.db'}")
     ok(capsys, "--db", f"sqlite:///{tmp_path / 'other.db'}", "git", "export", "--repo", REPO)
     ok(capsys, "git", "export", "--repo", REPO)
-    (path,) = (clone.path / ".memory" / "uncategorized").glob(f"{edited}-*.md")
+    (path,) = (clone.path / ".memory" / "uncategorized").glob(f"{edited}_*.md")
     path.write_text(change(path.read_text()))
     before = memories(f"sqlite:///{tmp_path / 'a.db'}")
     code, out, err = vmem(capsys, "git", "import")
@@ -281,7 +281,7 @@ def test_a_memory_edited_after_it_was_invalidated_is_refused(
     memory = store(capsys, "Gone", "app/net.py:1-2")
     ok(capsys, "git", "export", "--repo", REPO)
     ok(capsys, "invalidate", memory, "--reason", "wrong")
-    (path,) = (clone.path / ".memory" / "uncategorized").glob(f"{memory}-*.md")
+    (path,) = (clone.path / ".memory" / "uncategorized").glob(f"{memory}_*.md")
     path.write_text(path.read_text().replace("Gone: the fact.", "Gone: new words."))
     code, _, err = vmem(capsys, "git", "import")
     assert code == 1
@@ -331,4 +331,4 @@ def test_readme_git_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     said = run(repository_store)
     assert "Timeout" in said
     assert "rebuilt the index" in said
-    assert list((repo.path / ".memory").glob("uncategorized/*-timeout.md"))
+    assert list((repo.path / ".memory").glob("uncategorized/*_timeout.md"))

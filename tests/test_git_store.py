@@ -62,17 +62,17 @@ def test_writes_land_in_files_and_the_rebuilt_index_equals_the_original(
         assert store.reindex() == (3, 7, 1)
         assert snapshot(store) == before
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    assert "uncategorized/dddd-4-the-app-retries.md" in files
-    assert "convention/bbbb-2-timeouts.md" in files
+    assert "uncategorized/dddd-4_the-app-retries.md" in files
+    assert "convention/bbbb-2_timeouts.md" in files
     assert "_forgotten/cccc-3.md" in files
-    assert not any(p.startswith("uncategorized/cccc-3") for p in files)  # its text is gone
+    assert not any(p.startswith("uncategorized/cccc-3_") for p in files)  # its text is gone
     assert "abc123" not in "".join((folder / p).read_text() for p in files
                                            if not p.startswith("index.sqlite"))
     logs = [p for p in files if p.startswith("_events/")]
     assert logs
     assert all(p.endswith("__s1.jsonl") for p in logs)
     assert "index.sqlite" in files
-    assert "invalid" in (folder / "convention/bbbb-2-timeouts.md").read_text()
+    assert "invalid" in (folder / "convention/bbbb-2_timeouts.md").read_text()
     # A new process rebuilds nothing when nothing changed, and sees the same store.
     with GitStore(folder, session="s2") as again:
         assert snapshot(again) == before
@@ -83,7 +83,7 @@ def test_files_changed_behind_the_index_are_picked_up(tmp_path: Path) -> None:
     with GitStore(folder) as store:
         store.add(mem("kept", id="aaaa-1"))
         store.add(mem("dropped", id="bbbb-2"))
-    next(folder.glob("*/bbbb-2-*.md")).unlink()  # e.g. a pull that removed it
+    next(folder.glob("*/bbbb-2_*.md")).unlink()  # e.g. a pull that removed it
     with GitStore(folder) as store:
         assert [m.id for m in store.recent(REPO, limit=None)] == ["aaaa-1"]
 
@@ -157,3 +157,15 @@ def test_open_store_names_the_folder(tmp_path: Path) -> None:
         assert store.info().location == str(tmp_path / "m")
     finally:
         store.close()
+
+
+def test_an_id_that_starts_another_never_touches_its_file(tmp_path: Path) -> None:
+    with GitStore(tmp_path / ".memory") as store:
+        store.add(mem("one", id="abc"))
+        store.add(mem("two", id="abc-def"))
+        store.apply([Transition("abc", status=Status.INVALID, invalid_reason="x")])
+        store.forget(["abc"], by="t", reason="r")
+        assert [m.id for m in store.recent(REPO, limit=None)] == ["abc-def"]
+    files = sorted(p.relative_to(tmp_path / ".memory").as_posix()
+                   for p in (tmp_path / ".memory").glob("*/*.md"))
+    assert files == ["_forgotten/abc.md", "uncategorized/abc-def_two.md"]

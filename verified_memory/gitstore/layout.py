@@ -6,7 +6,7 @@ memory, a tombstone and an event are spelled in it, and reading it back strictly
     .memory/
       index.md                          the memories by category (written, never read
                                         back but for the ids it lists: see ``listed``)
-      <category>/<id>-<slug>.md         one memory: YAML front matter, then the fact and
+      <category>/<id>_<slug>.md         one memory: YAML front matter, then the fact and
                                         ``## Reason``
       _forgotten/<id>.md                a tombstone (front matter only)
       _events/YYYY/MM/DD/<actor>__<session>.jsonl
@@ -59,7 +59,9 @@ GITIGNORE = ("# The SQLite index is rebuilt from these files (vmem git reindex)\
              "index.sqlite*\nindex.state\n")
 GITATTRIBUTES = ("# Two branches adding memories both list them: keep both sides' lines\n"
                  "index.md merge=union\n*.jsonl merge=union\n")
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$")
+# No "_" in a safe id: it separates the id from the slug, so a file's id is never in doubt
+# ("abc_x.md" is memory abc's, whatever other ids start with abc).
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,79}$")
 _LISTED = re.compile(r"^- `([^`]+)`")
 _REPOS = re.compile(r"^# Memories of (.+)$")
 # The order of a memory's fields in its front matter: what people read first, first.
@@ -83,9 +85,9 @@ def _slug(text: str, limit: int = 48) -> str:
 
 
 def memory_file(memory: Memory) -> str:
-    """Where a memory goes in the folder: ``<category>/<id>-<slug>.md``."""
+    """Where a memory goes in the folder: ``<category>/<id>_<slug>.md``."""
     category = _slug(memory.category or "uncategorized", 64).replace("-", "_")
-    return f"{category}/{id_part(memory.id)}-{_slug(memory.subject)}.md"
+    return f"{category}/{id_part(memory.id)}_{_slug(memory.subject)}.md"
 
 
 def _in_body(text: str | None) -> bool:

@@ -151,7 +151,7 @@ class GitStore(ClosingStore):
                 fh.write("".join(text))
 
     def _remove_files(self, memory_id: str, keep: str | None = None) -> None:
-        for path in self.folder.glob(f"*/{id_part(memory_id)}-*.md"):
+        for path in self.folder.glob(f"*/{id_part(memory_id)}_*.md"):
             if path.relative_to(self.folder).as_posix() != keep:
                 path.unlink()
 
