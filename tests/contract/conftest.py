@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.pg import postgres_store, supabase_store
+from verified_memory.gitstore.store import GitStore
 from verified_memory.store.base import MemoryStore
 from verified_memory.store.memory import InMemoryStore
 from verified_memory.store.sqlite import SQLiteStore
@@ -27,9 +28,15 @@ def memory_store(tmp_path: Path) -> MemoryStore:
     return InMemoryStore()
 
 
+def git_store(tmp_path: Path) -> MemoryStore:
+    """The repository as the store: files in a folder, and their SQLite index."""
+    return GitStore(tmp_path / "contract" / ".memory", session="contract")
+
+
 STORE_FACTORIES = [
     pytest.param(sqlite_store, id="sqlite"),
     pytest.param(memory_store, id="memory"),
+    pytest.param(git_store, id="git"),
     # A real Postgres (skipped with the reason when none can be started; fails under
     # CI=true), and Supabase: supabase-py's real HTTP calls answered by a fake PostgREST
     # over that Postgres. See tests/pg.py.

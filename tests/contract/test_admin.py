@@ -270,7 +270,7 @@ def test_info_counts_what_the_store_holds(store: MemoryStore) -> None:
     info = store.info()
     assert (info.memories, info.forgotten, info.events, info.archived_events, info.repos) == (
         6, 1, 3, 2, 2)
-    assert info.kind in {"sqlite", "memory", "postgres", "supabase"}
+    assert info.kind in {"sqlite", "memory", "postgres", "supabase", "git"}
     assert info.to_dict()["memories"] == 6
 
 

@@ -28,6 +28,7 @@ from verified_memory.cli.env import (
     say,
     tell_not_checked,
 )
+from verified_memory.cli.git import git
 from verified_memory.cli.hook import hook
 from verified_memory.cli.init import init
 from verified_memory.cli.inputs import memory_input, parse_cite
@@ -66,6 +67,7 @@ pass_env = click.make_pass_decorator(Env)
 cli.add_command(citations)
 cli.add_command(dashboard)
 cli.add_command(db)
+cli.add_command(git)
 cli.add_command(review)
 cli.add_command(hook)
 cli.add_command(init)

@@ -8,6 +8,9 @@ from verified_memory.store.base import MemoryStore
 
 __all__ = ["MemoryStore", "open_store", "sqlite_path"]
 
+#: ``git:FOLDER``: memories as files in the repository (``gitstore/store.py``).
+GIT = "git:"
+
 
 def sqlite_path(url: str | None = None, settings: Settings | None = None) -> str | None:
     """The file of the SQLite store ``open_store`` would open (None for another kind)."""
@@ -15,7 +18,7 @@ def sqlite_path(url: str | None = None, settings: Settings | None = None) -> str
     if url is None and settings.supabase_url and settings.supabase_key:
         return None
     url = url or settings.database_url
-    if is_postgres_url(url) or url in (":memory:", "memory://"):
+    if is_postgres_url(url) or url in (":memory:", "memory://") or url.startswith(GIT):
         return None
     if url.startswith("sqlite:///"):
         return url.removeprefix("sqlite:///")
@@ -25,7 +28,8 @@ def sqlite_path(url: str | None = None, settings: Settings | None = None) -> str
 def open_store(url: str | None = None, settings: Settings | None = None, *,
                create: bool = True) -> MemoryStore:
     """Open the store a URL names: ``sqlite:///file``, a bare file path, ``:memory:``,
-    ``postgresql://…`` or a libpq keyword/value string (``host=db dbname=app``); with no
+    ``postgresql://…`` or a libpq keyword/value string (``host=db dbname=app``),
+    ``git:FOLDER`` (the repository as the store: ``git:.memory``); with no
     URL, Supabase when ``SUPABASE_URL`` and ``SUPABASE_KEY`` are set, else
     ``VMEM_DATABASE_URL``, else the default SQLite file. ``create=False``: a SQLite file
     that does not exist is ``NotFound``, not created (commands that only read)."""
@@ -35,6 +39,10 @@ def open_store(url: str | None = None, settings: Settings | None = None, *,
 
         return SupabaseStore.from_settings(settings)
     url = url or settings.database_url
+    if url.startswith(GIT):  # the repository as the store: git:.memory
+        from verified_memory.gitstore.store import GitStore
+
+        return GitStore(url.removeprefix(GIT), create=create)
     if is_postgres_url(url):  # a URL, or a libpq string such as "host=db password=..."
         from verified_memory.store.postgres import PostgresStore
 

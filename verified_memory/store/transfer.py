@@ -46,8 +46,8 @@ from verified_memory.store._rows import time_to_text
 from verified_memory.store.base import MemoryStore
 from verified_memory.store.records import read_event, read_memory, read_tombstone
 
-__all__ = ["FORMAT", "VERSION", "Export", "TransferCounts", "export_jsonl", "import_jsonl",
-           "legacy_key", "load_export", "read_export"]
+__all__ = ["FORMAT", "VERSION", "Export", "TransferCounts", "collect", "export_jsonl",
+           "import_jsonl", "legacy_key", "load_export", "read_export"]
 
 FORMAT = "verified-memory"
 #: 2: events carry their key; tombstones. Version 1 files are read too.
@@ -86,11 +86,12 @@ class Export:
     memories: tuple[Memory, ...]
     events: tuple[TelemetryEvent, ...]  # in the source's order, every one keyed
     tombstones: tuple[Tombstone, ...]
+    chosen: tuple[str, ...] = ()  # the repositories an export was asked for (``collect``)
 
     @property
     def repos(self) -> tuple[str, ...]:
         return tuple(sorted({m.repo for m in self.memories} | {e.repo for e in self.events}
-                            | {t.repo for t in self.tombstones}))
+                            | {t.repo for t in self.tombstones} | set(self.chosen)))
 
 
 def legacy_key(event: TelemetryEvent, occurrence: int) -> str:
@@ -118,35 +119,46 @@ def _keyed(events: Iterable[TelemetryEvent]) -> list[TelemetryEvent]:
 # --------------------------------------------------------------------------- export
 
 
+def collect(store: MemoryStore, repos: Sequence[str] | None = None) -> Export:
+    """Every memory (any status, oldest first), event (archived ones too, in the order
+    they happened, each keyed) and tombstone of ``repos`` (default: every repository
+    with memories): what an export writes, in the order it writes it."""
+    chosen = sorted({validate_repo(r) for r in repos}) if repos is not None else _repos(store)
+    memories: list[Memory] = []
+    events: list[TelemetryEvent] = []
+    tombstones: list[Tombstone] = []
+    for repo in chosen:
+        found = store.recent(repo, limit=None, status=None)
+        memories += sorted(found, key=lambda m: (m.created_at, m.id))
+        trail = [*store.events(repo=repo, limit=None, archived=True),
+                 *store.events(repo=repo, limit=None)]
+        trail.sort(key=lambda e: (e.at, e.id or 0))
+        events += _keyed(trail)
+        tombstones += sorted(store.tombstones(repo=repo, limit=None), key=lambda t: t.id)
+    return Export(memories=tuple(memories), events=tuple(events),
+                  tombstones=tuple(tombstones), chosen=tuple(chosen))
+
+
 def export_jsonl(
     store: MemoryStore, out: IO[str], repos: Sequence[str] | None = None
 ) -> TransferCounts:
     """Write every memory (any status), event (archived ones too) and tombstone of
     ``repos`` (default: every repository with memories) to ``out``."""
-    chosen = sorted({validate_repo(r) for r in repos}) if repos is not None else _repos(store)
+    export = collect(store, repos)
     _write(out, {"type": "header", "format": FORMAT, "version": VERSION,
-                 "exported_at": utcnow().isoformat(), "repos": chosen})
-    memories = events = tombstones = 0
-    for repo in chosen:
-        found = store.recent(repo, limit=None, status=None)
-        for memory in sorted(found, key=lambda m: (m.created_at, m.id)):
-            _write(out, {"type": "memory", **memory.to_dict()})
-            memories += 1
-        trail = [*store.events(repo=repo, limit=None, archived=True),
-                 *store.events(repo=repo, limit=None)]
-        trail.sort(key=lambda e: (e.at, e.id or 0))
-        for event in _keyed(trail):
-            record = event.to_dict()
-            # Postgres (jsonb) does not keep key order: sort it, so that the same
-            # telemetry exports to the same text from every store.
-            record["detail"] = json.loads(json.dumps(record["detail"], sort_keys=True))
-            _write(out, {"type": "event", **record})
-            events += 1
-        for tombstone in sorted(store.tombstones(repo=repo, limit=None), key=lambda t: t.id):
-            _write(out, {"type": "tombstone", **tombstone.to_dict()})
-            tombstones += 1
-    return TransferCounts(memories=memories, events=events, repos=tuple(chosen),
-                          tombstones=tombstones)
+                 "exported_at": utcnow().isoformat(), "repos": list(export.chosen)})
+    for memory in export.memories:
+        _write(out, {"type": "memory", **memory.to_dict()})
+    for event in export.events:
+        record = event.to_dict()
+        # Postgres (jsonb) does not keep key order: sort it, so that the same
+        # telemetry exports to the same text from every store.
+        record["detail"] = json.loads(json.dumps(record["detail"], sort_keys=True))
+        _write(out, {"type": "event", **record})
+    for tombstone in export.tombstones:
+        _write(out, {"type": "tombstone", **tombstone.to_dict()})
+    return TransferCounts(memories=len(export.memories), events=len(export.events),
+                          repos=export.chosen, tombstones=len(export.tombstones))
 
 
 # --------------------------------------------------------------------------- import

@@ -1,0 +1,171 @@
+"""The repository as the store (``git:.memory``): files are the truth, the SQLite index
+is git-ignored and rebuilt from them, telemetry is one log per actor and session."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.contract.test_store import cite, event, mem
+from tests.gitrepo import GitRepo, git_env
+from verified_memory.cli import main
+from verified_memory.gitstore.store import GitStore
+from verified_memory.models import EventKind, Status, Transition
+from verified_memory.store import open_store
+
+REPO = "acme/api"
+NET = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(12))
+
+
+def snapshot(store: GitStore) -> dict[str, Any]:
+    """Everything a store answers: memories, events (without the store's numbering),
+    tombstones, counts."""
+    repos = store.repos()
+    return {
+        "memories": sorted((m.to_dict() for r in repos
+                            for m in store.recent(r, limit=None, status=None)),
+                           key=lambda m: m["id"]),
+        "events": [{**e.to_dict(), "id": None} for e in store.events(limit=None)],
+        "tombstones": [t.to_dict() for t in store.tombstones(limit=None)],
+        "stats": [store.stats(r).to_dict() for r in repos],
+        "search": [m.id for m in store.search(REPO, "retried")],
+    }
+
+
+def fill(store: GitStore) -> None:
+    first, second, third = (mem("the app retries", id="aaaa-1"),
+                            mem("timeouts", "requests time out", id="bbbb-2", minutes=1,
+                                category="convention", tags=("net",)),
+                            mem("secret", "the token is abc123", id="cccc-3", minutes=2))
+    for memory in (first, second, third):
+        store.add(memory, [event(EventKind.CREATED, memory.id)])
+    store.supersede("aaaa-1", mem("the app retries", "calls are retried five times",
+                                  id="dddd-4", supersedes="aaaa-1", minutes=3),
+                    [event(EventKind.SUPERSEDED, "aaaa-1")])
+    store.apply([Transition("bbbb-2", status=Status.INVALID, invalid_reason="gone",
+                            citations=(cite(start=20, end=22),),
+                            events=(event(EventKind.INVALIDATED, "bbbb-2"),))])
+    store.log([event(EventKind.RETRIEVED, "dddd-4", minutes=5)])
+    store.forget(["cccc-3"], by="alice", reason="pasted a token")
+
+
+def test_writes_land_in_files_and_the_rebuilt_index_equals_the_original(
+        tmp_path: Path) -> None:
+    folder = tmp_path / ".memory"
+    with GitStore(folder, session="s1") as store:
+        fill(store)
+        before = snapshot(store)
+        assert store.reindex() == (3, 7, 1)
+        assert snapshot(store) == before
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    assert "uncategorized/dddd-4_the-app-retries.md" in files
+    assert "convention/bbbb-2_timeouts.md" in files
+    assert "_forgotten/cccc-3.md" in files
+    assert not any(p.startswith("uncategorized/cccc-3_") for p in files)  # its text is gone
+    assert "abc123" not in "".join((folder / p).read_text() for p in files
+                                           if not p.startswith("index.sqlite"))
+    logs = [p for p in files if p.startswith("_events/")]
+    assert logs
+    assert all(p.endswith("__s1.jsonl") for p in logs)
+    assert "index.sqlite" in files
+    assert "invalid" in (folder / "convention/bbbb-2_timeouts.md").read_text()
+    # A new process rebuilds nothing when nothing changed, and sees the same store.
+    with GitStore(folder, session="s2") as again:
+        assert snapshot(again) == before
+
+
+def test_files_changed_behind_the_index_are_picked_up(tmp_path: Path) -> None:
+    folder = tmp_path / ".memory"
+    with GitStore(folder) as store:
+        store.add(mem("kept", id="aaaa-1"))
+        store.add(mem("dropped", id="bbbb-2"))
+    next(folder.glob("*/bbbb-2_*.md")).unlink()  # e.g. a pull that removed it
+    with GitStore(folder) as store:
+        assert [m.id for m in store.recent(REPO, limit=None)] == ["aaaa-1"]
+
+
+def test_two_sessions_log_to_two_files(tmp_path: Path) -> None:
+    folder = tmp_path / ".memory"
+    for session in ("alice1", "bob1"):
+        with GitStore(folder, session=session) as store:
+            store.log([event(EventKind.RETRIEVED, "x")])
+    logs = sorted(p.name for p in folder.glob("_events/*/*/*/*.jsonl"))
+    assert len(logs) == 2
+    assert logs[0].endswith("__alice1.jsonl")
+    assert logs[1].endswith("__bob1.jsonl")
+    with GitStore(folder) as store:
+        assert len(store.events(limit=None)) == 2
+
+
+def test_the_repository_as_the_store_through_the_cli(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    repo = GitRepo.project(tmp_path / "app", {"app/net.py": NET},
+                           origin="https://github.com/acme/app.git")
+    monkeypatch.chdir(repo.path)
+    monkeypatch.setenv("VMEM_DATABASE_URL", "git:.memory")
+
+    def vmem(*args: str) -> Any:
+        with pytest.raises(SystemExit) as done:
+            main([*args, "--json"])
+        out, err = capsys.readouterr()
+        assert done.value.code in (0, None), err
+        return json.loads(out)
+
+    stored = vmem("store", "--subject", "Adds", "--fact", "f1 adds one.", "--cite",
+                  "app/net.py:5-6")
+    repo.commit("[memory] one")
+    ignored = repo.run("status", "--porcelain", "--ignored").splitlines()
+    assert "!! .memory/index.sqlite" in ignored
+    assert vmem("where")["kind"] == "git"
+    # A teammate's branch adds a memory through the same folder; merged, it is there.
+    repo.run("checkout", "-q", "-b", "bob")
+    vmem("store", "--subject", "Adds two", "--fact", "f2 adds two.", "--cite",
+         "app/net.py:9-10")
+    repo.commit("[memory] bob's")
+    repo.run("checkout", "-q", "main")
+    vmem("store", "--subject", "Adds three", "--fact", "f3 adds three.", "--cite",
+         "app/net.py:13-14")
+    repo.commit("[memory] alice's")
+    repo.run("merge", "-q", "--no-edit", "bob")
+    subjects = {m["subject"] for m in vmem("list")}
+    assert subjects == {"Adds", "Adds two", "Adds three"}
+    assert vmem("git", "reindex")["memories"] == 3
+    assert vmem("show", stored["id"])["fact"] == "f1 adds one."
+    subprocess.run(["git", "-C", str(repo.path), "status"], check=True, env=git_env(),
+                   capture_output=True)
+
+
+def test_reindex_without_a_folder_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as done:
+        main(["git", "reindex", "--dir", "nowhere"])
+    assert done.value.code == 1
+    assert "there is no memory folder at" in capsys.readouterr().err
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_open_store_names_the_folder(tmp_path: Path) -> None:
+    store = open_store(f"git:{tmp_path / 'm'}")
+    try:
+        assert isinstance(store, GitStore)
+        assert store.info().location == str(tmp_path / "m")
+    finally:
+        store.close()
+
+
+def test_an_id_that_starts_another_never_touches_its_file(tmp_path: Path) -> None:
+    with GitStore(tmp_path / ".memory") as store:
+        store.add(mem("one", id="abc"))
+        store.add(mem("two", id="abc-def"))
+        store.apply([Transition("abc", status=Status.INVALID, invalid_reason="x")])
+        store.forget(["abc"], by="t", reason="r")
+        assert [m.id for m in store.recent(REPO, limit=None)] == ["abc-def"]
+    files = sorted(p.relative_to(tmp_path / ".memory").as_posix()
+                   for p in (tmp_path / ".memory").glob("*/*.md"))
+    assert files == ["_forgotten/abc.md", "uncategorized/abc-def_two.md"]
