@@ -151,6 +151,8 @@ _LINE_BREAKS = re.compile(r"\r\n|\r|\u2028|\u2029|\x85")
 
 def sanitize(text: str) -> str:
     """Text safe to quote: one kind of newline, no invisible characters."""
+    if text.isprintable():  # nothing either pattern matches (a pass's JSON: 100,000s)
+        return text
     text = _LINE_BREAKS.sub("\n", text)
     return _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
 
@@ -160,11 +162,16 @@ def reveal(data: Any) -> Any:
     answers that carry stored text to an agent as data rather than as quoted markdown."""
     if isinstance(data, str):
         return sanitize(data)
+    # Numbers, booleans and None are most of a pass's values: kept without a call.
     if isinstance(data, Mapping):
-        return {key: reveal(value) for key, value in data.items()}
+        return {key: value if type(value) in _SCALARS else reveal(value)
+                for key, value in data.items()}
     if isinstance(data, list | tuple):
-        return [reveal(value) for value in data]
+        return [value if type(value) in _SCALARS else reveal(value) for value in data]
     return data
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def sanitize_line(text: str) -> str:

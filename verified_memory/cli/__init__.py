@@ -273,17 +273,22 @@ def search(env: Env, query: str, repo: str | None, as_json: bool, path: str | No
 @click.option("--include-expired", is_flag=True,
               help="Also re-check expired memories (unused too long); at the tip, those "
                    "that hold become active again.")
+@click.option("--all", "list_all", is_flag=True,
+              help="List every citation checked (default: the count of each outcome, then "
+                   "the citations that moved, changed, are missing or could not be read; "
+                   "--json always has them all).")
 @pass_env
 def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref: str,
            worktree: bool, dry_run: bool, include_invalid: bool,
-           include_expired: bool) -> None:
+           include_expired: bool, list_all: bool) -> None:
     """Check memories' citations against the code at REF (every active memory of the
     repository, or the IDS given).
 
     At the tip of the main line (the default branch) this is a verdict: memories that
     hold are refreshed, the others invalidated. Anywhere else (another branch, a tag,
     --worktree, --dry-run) it is a view that changes nothing stored; the first line
-    says which, and why."""
+    says which, and why. Printed: how many citations had each outcome, the citations
+    that did not simply hold (--all: every one), and what the pass changed."""
     env.out = Output(as_json)
     apply = False if dry_run else None
     ref = env.ref(ref, worktree=worktree)
@@ -304,7 +309,7 @@ def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref:
             say(f"vmem: {scope.why}")
     rows = [(v.memory.id, v.decision.value, c) for v in report.verifications for c in v.checks]
     if rows:
-        env.out.checks_table(rows, title="citations")
+        env.out.checks(rows, everything=list_all)
     env.out.out.print(_verify_summary(report), markup=False)
     tell_not_checked(env, report.verifications)
     skipped = [v.memory.id for v in report.verifications
