@@ -37,7 +37,6 @@ from verified_memory.quality import QualityPolicy, classify, normalize_category,
 from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo
 from verified_memory.store.base import MemoryStore
 from verified_memory.telemetry import TelemetryBuffer
-from verified_memory.verify.bulk import CheckedCitation, Item, check_citations
 from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
@@ -46,6 +45,7 @@ from verified_memory.verify.scope import PassScope, pass_scope
 
 if TYPE_CHECKING:
     from verified_memory.prompt import Rendered
+    from verified_memory.verify.bulk import CheckedCitation, Item
 
 __all__ = ["Context", "MemoryService", "Stored", "VerificationReport"]
 
@@ -121,11 +121,21 @@ class MemoryService:
         self.policy = policy or QualityPolicy()
         # repo -> (when found, the oldest never-applied memories): see soft_limit_warning
         self._oldest_unused: dict[str, tuple[float, tuple[Memory, ...]]] = {}
-        if locator is None:
+        self._locator = locator
+
+    @property
+    def locator(self) -> Locator:
+        """Ladder step 4; the anchored one (tree-sitter and its grammars) is made when
+        a command first verifies, not when one only reads memories."""
+        if self._locator is None:
             from verified_memory.verify.anchored import AnchorLocator
 
-            locator = AnchorLocator()
-        self.locator = locator
+            self._locator = AnchorLocator()
+        return self._locator
+
+    @locator.setter
+    def locator(self, locator: Locator) -> None:
+        self._locator = locator
 
     # ------------------------------------------------------------------ plumbing
 
@@ -515,6 +525,8 @@ class MemoryService:
             source = self._source
         else:
             source = self.source_for(validate_repo(repo))
+        from verified_memory.verify.bulk import check_citations  # worker processes & all
+
         return check_citations(source, items, ref, jobs=jobs, require_sha=require_sha)
 
     def read_citation(self, repo: str, path: str, lines: tuple[int, int], *,

@@ -10,10 +10,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from verified_memory._version import __version__
 from verified_memory.cli.citations import citations
 from verified_memory.cli.db import db
 from verified_memory.cli.env import (
@@ -40,7 +41,9 @@ from verified_memory.models import (
     Stored,
     parse_citation,
 )
-from verified_memory.service import VerificationReport
+
+if TYPE_CHECKING:
+    from verified_memory.service import VerificationReport
 
 __all__ = ["main"]
 
@@ -58,7 +61,7 @@ F = TypeVar("F", bound=Callable[..., Any])
               help="Most seconds a command may spend reading code; what is left unread is "
                    "reported as unverifiable. [env VMEM_CONTEXT_TIME_LIMIT (context, default "
                    "5) and VMEM_VERIFY_TIME_LIMIT (the rest, default 60)]")
-@click.version_option(package_name="verified-memory")
+@click.version_option(__version__, package_name="verified-memory")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, directory: Path, time_limit: float | None) -> None:
     """Verified memory for coding agents: facts about a codebase that cite its code,

@@ -9,11 +9,14 @@ import json
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from verified_memory.limits import CHECK_LINE_MAX, bounded_lines, too_long
-from verified_memory.verify.bulk import Item
+
+if TYPE_CHECKING:
+    from verified_memory.verify.bulk import Item
 
 __all__ = ["citations", "parse_jsonl"]
 

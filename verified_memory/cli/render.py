@@ -12,14 +12,15 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from verified_memory.models import CitationCheck, Decision, Memory, Outcome, RepoStats, place
 from verified_memory.prompt import reveal, sanitize, sanitize_line
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
 
 __all__ = ["Output"]
 
@@ -39,8 +40,20 @@ class Output:
 
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
-        self.out = Console(soft_wrap=True, highlight=False)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)  # a line, unfolded
+
+    # rich is imported when something is first printed through it: a command that
+    # prints JSON, or nothing, starts without it.
+    @cached_property
+    def out(self) -> Console:
+        from rich.console import Console
+
+        return Console(soft_wrap=True, highlight=False)
+
+    @cached_property
+    def err(self) -> Console:
+        from rich.console import Console
+
+        return Console(stderr=True, highlight=False, soft_wrap=True)  # a line, unfolded
 
     def json(self, data: Any) -> None:
         sys.stdout.write(json.dumps(reveal(data), indent=2, ensure_ascii=False, default=str)
@@ -64,6 +77,8 @@ class Output:
         if not memories:
             self.out.print(_plain(f"{title}: none"))
             return
+        from rich.table import Table
+
         table = Table(title=_plain(title), title_justify="left")
         table.add_column("id", no_wrap=True, min_width=36)  # ids are copied: never fold
         for column in ("subject", "status", "citations", "refreshed"):
@@ -83,6 +98,8 @@ class Output:
                 fields["standing"] = standing
             self.json({**m.to_dict(), **fields})
             return
+        from rich.text import Text
+
         self.out.print(Text.assemble((sanitize(m.subject), "bold"), f"  ({sanitize(m.id)})"))
         self.out.print(_plain(f"status: {m.status.value}"
                               + (f" - {m.invalid_reason}" if m.invalid_reason else "")))
@@ -158,6 +175,8 @@ class Output:
         """``text`` as the console prints it in ``style`` (plain without colours)."""
         if not self.out.is_terminal or self.out.no_color:
             return text
+        from rich.text import Text
+
         with self.out.capture() as captured:
             self.out.print(Text(text, style=style), end="")
         return captured.get()
@@ -166,6 +185,8 @@ class Output:
         if self.as_json:
             self.json(s.to_dict())
             return
+        from rich.table import Table
+
         table = Table(title=_plain(f"{s.repo}: {s.total} memories, {s.citations} active "
                                    "citations"), title_justify="left")
         table.add_column("what")
@@ -201,4 +222,6 @@ def _cell(text: str) -> str:
 
 def _plain(text: str) -> Text:
     """Stored (or partly stored) text for the terminal: never markup, nothing invisible."""
+    from rich.text import Text
+
     return Text(sanitize(text))
