@@ -228,6 +228,19 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             lambda conn: _widen_status_check(conn, _STATUSES_1, _STATUSES),
         ),
     ),
+    (
+        6,
+        "a memory's citations by path, for walking memories newest first",
+        (
+            # by_path on a file most memories cite walks the memories newest first and
+            # asks, of each, whether it cites the file: an index look-up here rather
+            # than a read of its citation rows (fingerprints and anchors included).
+            """
+            CREATE INDEX agent_memory_citation_memory
+                ON agent_memory_citation (memory_id, path, line_start, line_end)
+            """,
+        ),
+    ),
 )
 
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
@@ -266,21 +279,34 @@ _APPLY = """
         promoted_to = coalesce(:promoted_to, promoted_to)
     WHERE id = :memory_id
 """
+#: by_path: a file with more citations than this in its repository is crowded (most
+#: memories cite it): its newest citing memories are found by walking the repository's
+#: memories newest first, asking each whether it cites the file.
+CROWDED_PATH = 2000
+#: by_path: a file with at most this many citations is rare: its citing memories are
+#: read through the citation index and sorted. Between the two, the citing memories'
+#: ids are gathered and the walk newest first stops at the ``limit``-th of them.
+RARE_PATH = 500
+#: search: bm25 ranks a query's matches in a repository up to this many; past it the
+#: newest matches are taken, by where the words are (``SQLiteStore._newest_matches``).
+RANKED_MATCHES = 500
 # Column weights for bm25: a word in the subject says more than one in a long fact.
 _BM25 = "bm25(agent_memory_fts, 4.0, 1.0, 2.0)"
 
 
-def fts_query(query: str) -> str | None:
+def fts_query(query: str, *, prefix: bool = True) -> str | None:
     """A free-text query as a safe FTS5 expression, or None when it has no words.
 
     Every term is double-quoted (a quote inside is doubled), so FTS5 operators and
     punctuation in user input (``- " * ( : NEAR AND``) are never parsed as syntax.
-    Terms are ANDed; the last one is a prefix because the user may still be typing.
+    Terms are ANDed; the last one is a prefix because the user may still be typing
+    (unless ``prefix`` is False: then every word is matched whole).
     """
     terms = [f'"{t.replace(chr(34), chr(34) * 2)}"' for t in query_terms(query)]
     if not terms:
         return None
-    terms[-1] += "*"
+    if prefix:
+        terms[-1] += "*"
     return " ".join(terms)
 
 
@@ -437,14 +463,41 @@ class SQLiteStore(ClosingStore):
         if expression is None or bound == 0:
             return []
         where, params = _filtered("agent_memory_fts MATCH ? AND m.repo = ? AND "
-                                  "m.status = 'active'", [expression, repo], category, tag)
-        sql = (
-            f"SELECT {_M} FROM agent_memory_fts f JOIN agent_memory m ON m.seq = f.rowid "
-            f"WHERE {where} ORDER BY {_BM25}, m.refreshed_at DESC, m.id LIMIT ?"
-        )
+                                  "m.status = 'active'", [repo], category, tag)
+        matches = f"FROM agent_memory_fts f CROSS JOIN agent_memory m ON m.seq = f.rowid " \
+                  f"WHERE {where}"
         with self._read("searching memories") as conn:
-            rows = conn.execute(sql, (*params, bound)).fetchall()
+            if 0 < bound <= RANKED_MATCHES:
+                # bm25 reads every match (and the whole index entry of each word, for
+                # its weights): past a few hundred matches, the newest are taken by
+                # where the words are, the last word whole first (a prefix is dearer).
+                for words in dict.fromkeys((fts_query(query, prefix=False), expression)):
+                    many = conn.execute(
+                        f"SELECT count(*) FROM (SELECT 1 {matches} ORDER BY f.rowid DESC "
+                        "LIMIT ?)", (words, *params, RANKED_MATCHES + 1)).fetchone()[0]
+                    if many > RANKED_MATCHES:
+                        return self._newest_matches(conn, matches, str(words), params, bound)
+            rows = conn.execute(f"SELECT {_M} {matches} ORDER BY {_BM25}, m.refreshed_at "
+                                "DESC, m.id LIMIT ?", (expression, *params, bound)).fetchall()
             return self._hydrate(conn, rows)
+
+    def _newest_matches(self, conn: sqlite3.Connection, matches: str, words: str,
+                        params: list[Any], bound: int) -> list[Memory]:
+        """Search with more matches than bm25 ranks: those with every word in the
+        subject, then in the subject or tags, then anywhere (bm25's column weights, in
+        order), newest first in each; each query stops at ``bound`` rows."""
+        found: dict[int, None] = {}
+        for columns in ("{subject} : ", "{subject tags} : ", ""):
+            for (seq,) in conn.execute(
+                    f"SELECT m.seq {matches} ORDER BY f.rowid DESC LIMIT ?",
+                    (f"{columns}({words})", *params, bound + len(found))):
+                found.setdefault(seq)
+            if len(found) >= bound:
+                break
+        rows = conn.execute(f"SELECT {_M} FROM json_each(?) AS j CROSS JOIN agent_memory m "
+                            "ON m.seq = j.value ORDER BY j.key",
+                            (json.dumps(list(found)[:bound]),)).fetchall()
+        return self._hydrate(conn, rows)
 
     def by_path(
         self,
@@ -458,23 +511,45 @@ class SQLiteStore(ClosingStore):
     ) -> list[Memory]:
         bound = _sql_limit(limit)
         span = check_lines(lines)
-        inner = "c.repo = ? AND c.path = ?"
-        params: list[Any] = [repo, path]
+        cites = "c.path = ?"
+        params: list[Any] = [path]
         if span is not None:
-            inner += " AND c.line_start <= ? AND c.line_end >= ?"
+            cites += " AND c.line_start <= ? AND c.line_end >= ?"
             params += [span[1], span[0]]
         outer, outer_params = _filtered("m.repo = ? AND m.status = 'active'", [repo],
                                         category, tag)
-        # CROSS JOIN keeps the citation index as the outer loop: a rarely cited path
-        # costs a few look-ups, not a walk over every active memory of the repository.
-        sql = (
-            f"SELECT {_M} FROM (SELECT DISTINCT c.memory_id FROM agent_memory_citation c "
-            f"WHERE {inner}) AS hit CROSS JOIN agent_memory m ON m.id = hit.memory_id "
-            f"WHERE {outer} ORDER BY m.refreshed_at DESC, m.id LIMIT ?"
-        )
+        newest = "ORDER BY m.refreshed_at DESC, m.id LIMIT ?"
         with self._read("finding memories by path") as conn:
-            return self._hydrate(conn, conn.execute(sql, (*params, *outer_params,
-                                                          bound)).fetchall())
+            # SQLite cannot both find a file's citations and order their memories by
+            # an index: which side to start from depends on how often the file is
+            # cited, which a bounded count of its citations tells.
+            cited = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM agent_memory_citation "
+                "WHERE repo = ? AND path = ? LIMIT ?)", (repo, path, CROWDED_PATH + 1),
+            ).fetchone()[0]
+            if cited > CROWDED_PATH:  # most memories cite it: the first few newest do
+                sql = (f"SELECT m.id FROM agent_memory m INDEXED BY agent_memory_recent "
+                       f"WHERE {outer} AND EXISTS (SELECT 1 FROM agent_memory_citation c "
+                       f"INDEXED BY agent_memory_citation_memory WHERE c.memory_id = m.id "
+                       f"AND {cites}) {newest}")
+                args = (*outer_params, *params, bound)
+            elif cited > RARE_PATH and span is None:
+                sql = (f"SELECT m.id FROM agent_memory m INDEXED BY agent_memory_recent "
+                       f"WHERE {outer} AND m.id IN (SELECT c.memory_id FROM "
+                       f"agent_memory_citation c WHERE c.repo = ? AND {cites}) {newest}")
+                args = (*outer_params, repo, *params, bound)
+            else:
+                # CROSS JOIN keeps the citation index as the outer loop: a rarely cited
+                # path costs a few look-ups, not a walk over the repository's memories.
+                sql = (f"SELECT m.id FROM (SELECT DISTINCT c.memory_id FROM "
+                       f"agent_memory_citation c WHERE c.repo = ? AND {cites}) AS hit "
+                       f"CROSS JOIN agent_memory m ON m.id = hit.memory_id WHERE {outer} "
+                       f"{newest}")
+                args = (repo, *params, *outer_params, bound)
+            # The rows of the (at most ``limit``) memories found, put back in order.
+            rows = conn.execute(f"SELECT {_M} FROM agent_memory m WHERE m.id IN ({sql}) "
+                                "ORDER BY m.refreshed_at DESC, m.id", args).fetchall()
+            return self._hydrate(conn, rows)
 
     def events(
         self,
