@@ -40,7 +40,11 @@ from verified_memory.telemetry import TelemetryBuffer
 from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
-from verified_memory.verify.passes import VerificationPass, VerificationReport
+from verified_memory.verify.passes import (
+    VerificationPass,
+    VerificationReport,
+    collector_paused,
+)
 from verified_memory.verify.scope import PassScope, pass_scope
 
 if TYPE_CHECKING:
@@ -483,6 +487,15 @@ class MemoryService:
 
         With ``expire`` (the default), a memory nobody used for the policy's days is
         left out unread, and expires at the tip (``verify/passes.py``)."""
+        with collector_paused():
+            return self._verify(ids, repo=repo, ref=ref, apply=apply,
+                                include_invalid=include_invalid,
+                                include_expired=include_expired, expire=expire,
+                                on_progress=on_progress)
+
+    def _verify(self, ids: Iterable[str] | None, *, repo: str | None, ref: str,
+                apply: bool | None, include_invalid: bool, include_expired: bool,
+                expire: bool, on_progress: Progress | None) -> VerificationReport:
         if ids is not None:
             memories = self.memories.get_many(list(ids))
         elif repo is not None:
