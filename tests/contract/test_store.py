@@ -892,3 +892,6 @@ def test_count_is_per_repository_and_status(store: MemoryStore) -> None:
     assert store.count(REPO, status=Status.PENDING) == 1
     assert store.count(REPO, status=None) == 3
     assert store.count("nobody/nothing") == 0
+    assert store.count(REPO, status=None, at_most=2) == 2  # counting stops there
+    assert store.count(REPO, status=None, at_most=5) == 3
+    assert store.count(REPO, at_most=0) == 0

@@ -76,9 +76,12 @@ class MemoryStore(Protocol):
     ) -> list[Memory]:
         """Active memories citing ``path`` (overlapping ``lines`` when given)."""
 
-    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE,
+              at_most: int | None = None) -> int:
         """How many memories ``repo`` has in ``status`` (any status: None). Cheap: an
-        index count, for checks on every store (the soft limit)."""
+        index count. With ``at_most``, counting stops there (the answer is at most
+        that): whether a repository is over a limit, asked on every store, then costs
+        the limit, not the repository's size."""
 
     def repos(self) -> list[str]:
         """Every repository with memories (any status), sorted."""

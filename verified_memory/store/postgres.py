@@ -404,11 +404,14 @@ class PostgresStore(ClosingStore):
         rows = self._fetch("counting memories", "select agent_memory_stats(%s) as s", (repo,))
         return stats_from_json(repo, rows[0]["s"] if rows else None)
 
-    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE,
+              at_most: int | None = None) -> int:
         where, params = ("repo = %s", (repo,)) if status is None else (
             "repo = %s and status = %s", (repo, Status(status).value))
         rows = self._fetch("counting memories",
-                           f"select count(*) as n from agent_memory where {where}", params)
+                           f"select count(*) as n from (select 1 from agent_memory "
+                           f"where {where} limit %s) as counted",
+                           (*params, check_limit(at_most, "at_most")))
         return int(rows[0]["n"])
 
     def repos(self) -> list[str]:

@@ -431,12 +431,14 @@ class SQLiteStore(ClosingStore):
         with self._read("listing recent memories") as conn:
             return self._hydrate(conn, conn.execute(sql, (*params, bound)).fetchall())
 
-    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE,
+              at_most: int | None = None) -> int:
         where, params = ("repo = ?", [repo]) if status is None else (
             "repo = ? AND status = ?", [repo, Status(status).value])
         with self._read("counting memories") as conn:
-            return int(conn.execute(f"SELECT count(*) FROM agent_memory WHERE {where}",
-                                    params).fetchone()[0])
+            return int(conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM agent_memory WHERE {where} LIMIT ?)",
+                [*params, _sql_limit(at_most, "at_most")]).fetchone()[0])
 
     def repos(self) -> list[str]:
         with self._read("listing repositories") as conn:
@@ -794,8 +796,8 @@ def _filtered(where: str, params: list[Any], category: str | None,
     return where, params
 
 
-def _sql_limit(limit: int | None) -> int:
-    bound = check_limit(limit)
+def _sql_limit(limit: int | None, where: str = "limit") -> int:
+    bound = check_limit(limit, where)
     return -1 if bound is None else bound  # SQLite reads a negative LIMIT as "no limit"
 
 

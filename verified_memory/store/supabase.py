@@ -288,7 +288,9 @@ class SupabaseStore(ClosingStore):
         data = self._rpc("counting memories", "agent_memory_stats", {"p_repo": repo})
         return stats_from_json(repo, data if isinstance(data, dict) else None)
 
-    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE,
+              at_most: int | None = None) -> int:
+        bound = check_limit(at_most, "at_most")
         data = self._rpc("counting memories", "agent_memory_count", {
             "p_repo": repo, "p_status": None if status is None else Status(status).value})
         if isinstance(data, list) and len(data) == 1:  # a scalar, as some servers wrap it
@@ -296,7 +298,7 @@ class SupabaseStore(ClosingStore):
         if not isinstance(data, int) or isinstance(data, bool):
             raise StoreError(f"Supabase answered {type(data).__name__}, not a count, while "
                              "counting memories")
-        return data
+        return data if bound is None else min(data, bound)  # the function counts them all
 
     def repos(self) -> list[str]:
         """Repositories that have memories (that this key or user may see), sorted."""
