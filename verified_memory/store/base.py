@@ -21,7 +21,7 @@ from typing import Protocol, Self, runtime_checkable
 
 from verified_memory.models import EventKind, Memory, RepoStats, Status, TelemetryEvent, Transition
 
-__all__ = ["ClosingStore", "MemoryStore"]
+__all__ = ["ClosingStore", "FindsNeverApplied", "MemoryStore", "oldest_never_applied"]
 
 
 @runtime_checkable
@@ -104,6 +104,25 @@ class MemoryStore(Protocol):
 
     def close(self) -> None:
         """Release connections. Safe to call twice."""
+
+
+@runtime_checkable
+class FindsNeverApplied(Protocol):
+    """A store that finds the oldest memories never applied in its own query, rather
+    than by handing every memory of the repository over to be sorted."""
+
+    def oldest_never_applied(self, repo: str, limit: int) -> list[Memory]:
+        """See ``oldest_never_applied``."""
+
+
+def oldest_never_applied(store: MemoryStore, repo: str, limit: int = 5) -> list[Memory]:
+    """The active memories of ``repo`` never applied, the longest unused first (by
+    ``used_at``, else ``created_at``; ties by id): candidates to retire. A store that
+    cannot ask for them has every active memory read and sorted here."""
+    if isinstance(store, FindsNeverApplied):
+        return store.oldest_never_applied(repo, limit)
+    return sorted((m for m in store.recent(repo, limit=None) if m.applied_count == 0),
+                  key=lambda m: (m.used_at or m.created_at, m.id))[:limit]
 
 
 class ClosingStore:

@@ -414,6 +414,12 @@ class PostgresStore(ClosingStore):
                            (*params, check_limit(at_most, "at_most")))
         return int(rows[0]["n"])
 
+    def oldest_never_applied(self, repo: str, limit: int) -> list[Memory]:
+        sql = ("select * from agent_memory_full where repo = %s and status = 'active' "
+               "and applied_count = 0 order by coalesce(used_at, created_at), id limit %s")
+        return [memory_from_json(r) for r in self._fetch(
+            "finding memories never applied", sql, (repo, check_limit(limit)))]
+
     def repos(self) -> list[str]:
         """Repositories that have memories, sorted."""
         rows = self._fetch(

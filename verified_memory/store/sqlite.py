@@ -440,6 +440,14 @@ class SQLiteStore(ClosingStore):
                 f"SELECT count(*) FROM (SELECT 1 FROM agent_memory WHERE {where} LIMIT ?)",
                 [*params, _sql_limit(at_most, "at_most")]).fetchone()[0])
 
+    def oldest_never_applied(self, repo: str, limit: int) -> list[Memory]:
+        with self._read("finding memories never applied") as conn:
+            rows = conn.execute(
+                f"SELECT {_M} FROM agent_memory m WHERE m.repo = ? AND m.status = 'active' "
+                "AND m.applied_count = 0 ORDER BY coalesce(m.used_at, m.created_at), m.id "
+                "LIMIT ?", (repo, _sql_limit(limit))).fetchall()  # text order: time order
+            return self._hydrate(conn, rows)
+
     def repos(self) -> list[str]:
         with self._read("listing repositories") as conn:
             return [row[0] for row in conn.execute(
