@@ -15,7 +15,8 @@ files did not change, and 1,000 citations whose lines moved (a header was insert
 
 ``--one-repo N`` is the single big repository instead: N memories in one repository,
 the first citation of most of them (``HOT_SHARE``) in one hot file, as a project's
-central module is. Timed there: storing (p50, p90), ``get_recent(50)``,
+central module is. Timed there: the first store of a new service (as a ``vmem store``
+process pays it), storing (p50, p90), ``get_recent(50)``,
 ``search_by_path`` on a random file and on the hot file (whole file, and lines of it),
 ``search`` top-20, ``context`` with a query, and passes over 10,000 and 100,000
 unchanged citations (in process, verdicts at the main line's tip, decisions written).
@@ -293,13 +294,19 @@ def run_one_repository(size: int, db: str | None, workdir: Path) -> dict[str, fl
             conn.execute("ANALYZE")
     result["hot_citations"] = len(store.by_path(REPO, hot, limit=None))
 
-    def store_one() -> None:
+    def store_one(through: MemoryService = service) -> None:
         path = rng.choice(paths)
         start, end = citable(files[path], rng)
-        service.store({"repo": REPO, "subject": f"stored in the benchmark {rng.random()}",
+        through.store({"repo": REPO, "subject": f"stored in the benchmark {rng.random()}",
                        "fact": f"a fact {rng.random()}",
                        "citations": [{"path": path, "line_start": start, "line_end": end}]})
 
+    # The first store of a service (a `vmem store` process) also finds the soft limit's
+    # candidates to retire; the service keeps them ten minutes. Not closed: it would
+    # close the store the rest uses.
+    with timer() as took:
+        store_one(MemoryService(store, source, actor="bench"))
+    result["first_store_ms"] = took[0]
     result["store_ms"], result["store_p90_ms"] = p50_p90(store_one)
     result["recent_ms"] = p50(lambda: service.get_recent(REPO, 50))
     result["by_path_ms"] = p50(lambda: service.search_by_path(REPO, rng.choice(paths[1:])))
@@ -336,6 +343,7 @@ def print_one_repository(size: int, r: dict[str, float], backend: str) -> None:
     rows = [
         ("store, fingerprinting included (p90)",
          f"{r['store_ms']:.2f} ms ({r['store_p90_ms']:.2f} ms)"),
+        ("the first store of a new service (one run)", f"{r['first_store_ms']:.2f} ms"),
         ("get_recent(50) through the service", f"{r['recent_ms']:.2f} ms"),
         ("search_by_path, a random file", f"{r['by_path_ms']:.2f} ms"),
         ("search_by_path, the hot file", f"{r['by_path_hot_ms']:.2f} ms"),
