@@ -138,6 +138,32 @@ def test_verify_context_and_lifecycle(repo: GitRepo, capsys: pytest.CaptureFixtu
     assert vmem_json(capsys, "invalidate", new["id"], "--reason", "gone")["status"] == "invalid"
 
 
+def test_verify_lists_what_changed_and_all_on_request(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    held = store(capsys, "net/fetch.py:1")
+    moved = store(capsys)
+    repo.write("net/fetch.py", CODE.replace("def fetch", "# fetching\n\ndef fetch"))
+    repo.commit("a comment above fetch")
+    code, out, _ = vmem(capsys, "verify", "--dry-run")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "2 citations checked: 1 valid, 1 relocated"
+    assert lines[1].split() == ["memory", "decision", "citation", "outcome", "now", "at",
+                                "detail"]
+    assert lines[2].split()[:5] == [moved[:8], "refresh", "net/fetch.py:4-8", "relocated",
+                                    "net/fetch.py:6-10"]
+    assert held[:8] not in out
+    assert "1 valid citations not listed (--all lists every citation)" in out
+    code, out, _ = vmem(capsys, "verify", "--dry-run", "--all")
+    assert code == 0
+    listed = {line.split()[0]: line.split()[3] for line in out.splitlines()[2:4]}
+    assert listed == {held[:8]: "valid", moved[:8]: "relocated"}
+    assert "not listed" not in out
+    report = vmem_json(capsys, "verify", "--dry-run")  # JSON always has every citation
+    assert sorted(c["outcome"] for m in report["memories"] for c in m["citations"]) == [
+        "relocated", "valid"]
+
+
 def test_worktree_flag(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     memory_id = store(capsys, "net/fetch.py:1")
     (repo.path / "net/fetch.py").write_text(CODE.replace("= 3", "= 4"))

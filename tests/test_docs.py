@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import re
@@ -128,6 +129,17 @@ def test_public_api_is_pinned() -> None:
         assert hasattr(verified_memory, name), name
     assert {"MemoryService", "Memory", "Citation", "NewMemory", "Outcome", "Status",
             "VerifiedMemoryError", "open_store"} <= set(verified_memory.__all__)
+
+
+def test_public_names_load_on_first_use_and_the_version_is_the_installed_one() -> None:
+    code = ("import sys, verified_memory as v; assert 'verified_memory.service' not in "
+            "sys.modules; v.MemoryService; assert 'verified_memory.service' in sys.modules; "
+            "print(v.__version__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == importlib.metadata.version("verified-memory")
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        verified_memory.nothing  # noqa: B018
 
 
 def test_the_architecture_document_names_every_module() -> None:

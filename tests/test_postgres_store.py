@@ -252,6 +252,32 @@ def test_search_by_path_uses_the_indexes(pg_url: str, store: PostgresStore) -> N
     assert "agent_memory_search_idx" in search
 
 
+def test_by_path_on_a_crowded_file_walks_the_newest_memories(pg_url: str,
+                                                              store: PostgresStore) -> None:
+    """Past 2,000 citations of a file, by_path asks the newest memories whether they
+    cite it (sql/009): the answers are those of the citation index, in the same order."""
+    memories = [_memory(f"m{i:02d}", minutes=(i * 37) % 61, path="src/hot.py",
+                        line_start=1 + i % 9 * 10, line_end=5 + i % 9 * 10,
+                        status=Status.INVALID if i % 11 == 0 else Status.ACTIVE)
+                for i in range(60)]
+    for m in memories:
+        store.add(m)
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # 40 more citations each
+        conn.cursor().executemany(
+            "insert into agent_memory_citation (memory_id, position, repo, path, line_start, "
+            "line_end, snippet_hash) values (%s, %s, %s, 'src/hot.py', 200, 210, '00')",
+            [(m.id, p, REPO) for m in memories for p in range(1, 41)])
+    assert _sql(pg_url, "select count(*) from agent_memory_citation")[0][0] > 2000
+    newest = sorted((m for m in memories if m.status is Status.ACTIVE),
+                    key=lambda m: (-m.refreshed_at.timestamp(), m.id))
+    for lines, limit in ((None, 50), ((11, 14), 5), ((205, 205), 3), ((300, 400), 50)):
+        expected = [m.id for m in newest if lines is None or lines[1] >= 200 or (
+            m.citations[0].line_start <= lines[1] and m.citations[0].line_end >= lines[0])
+                    ][:limit] if lines != (300, 400) else []
+        assert [m.id for m in store.by_path(REPO, "src/hot.py", lines=lines, limit=limit)
+                ] == expected, lines
+
+
 def test_rows_written_in_plain_sql_are_searchable_too(pg_url: str, store: PostgresStore) -> None:
     """Without client-computed terms the SQL fallback tokenizer fills the index."""
     _sql(pg_url, "select agent_memory_add(%s::jsonb)", (

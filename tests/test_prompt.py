@@ -3,6 +3,7 @@ block, budgets hold, hydration levels, ordering; and the service's context end t
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -128,6 +129,18 @@ def test_invisible_and_control_characters_are_made_visible() -> None:
     assert sanitize("a\u202eb\x1b[0m\x00c") == "a<U+202E>b<U+001B>[0m<U+0000>c"
     assert sanitize("one\r\ntwo\rthree\u2028four") == "one\ntwo\nthree\nfour"
     assert sanitize("tab\tand\nnewline") == "tab\tand\nnewline"
+
+
+def test_printable_text_needs_no_sanitizing() -> None:
+    # sanitize returns printable text as it is, unsearched: so no character it would
+    # change may count as printable, in the Unicode this Python knows. (The newline,
+    # which it keeps, is not printable: each text here takes the searching path.)
+    changed = [chr(c) for c in range(sys.maxunicode + 1)
+               if sanitize(f"\n{chr(c)}") != f"\n{chr(c)}"]
+    assert len(changed) > 100
+    assert not [c for c in changed if c.isprintable()]
+    assert "\u2028" in changed
+    assert "\u200b" in changed
 
 
 def test_fence_is_longer_than_any_run_inside_and_info_is_clean() -> None:

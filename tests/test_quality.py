@@ -347,6 +347,9 @@ def test_the_soft_limit_names_the_oldest_unused(repo: GitRepo, db: Path) -> None
         assert "3 active memories, over the soft limit of 2" in warning
         assert first.id[:8] in warning
         assert svc.soft_limit_warning(REPO) == warning
+        # back under the limit: no warning at once (the count past it is what waits)
+        svc.invalidate(first.id, "retired")
+        assert svc.soft_limit_warning(REPO) is None
 
 
 # --------------------------------------------------------------------------- the CLI

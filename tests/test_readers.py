@@ -57,7 +57,7 @@ def test_stored_markup_prints_as_text(repo: GitRepo, capsys: pytest.CaptureFixtu
     assert "app/[slug]/page.tsx:1-3" in out
     assert FACT in out
     assert "why: [red]why[/red]" in out
-    code, out, _ = vmem(capsys, "verify")
+    code, out, _ = vmem(capsys, "verify", "--all")
     assert code == 0
     assert "app/[slug]/page.tsx:1-3" in out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -283,6 +284,43 @@ def test_verify_refreshes_relocates_and_invalidates(service: MemoryService,
     # A second pass: the unchanged blob now short-circuits at step 1.
     again = service.verify(repo=REPO)
     assert [c.step for v in again.verifications for c in v.checks] == [1, 1, 1]
+
+
+def test_verdict_events_count_unchanged_citations_and_describe_the_rest(
+        service: MemoryService, repo: GitRepo) -> None:
+    both = service.store(memory_input(citations=[
+        {"path": "src/config.py", "line_start": 5, "line_end": 6},
+        {"path": "server/routes.go", "line_start": 1, "line_end": 2}])).memory
+    repo.write("src/config.py", '"""Config."""\n\n' + CONFIG)
+    repo.commit("a docstring")
+    service.verify([both.id])
+    service.verify([both.id])  # nothing changed since: every file as it was
+    first, second = service.memories.events(memory_id=both.id,
+                                            kinds=[EventKind.VERIFIED_VALID])
+    assert first.detail["unchanged"] == 1  # routes.go: counted, not described
+    assert [(o["cited"], o["outcome"], o["step"]) for o in first.detail["outcomes"]] == [
+        ("src/config.py:5-6", "relocated", 3)]
+    assert (second.detail["unchanged"], second.detail["outcomes"]) == (2, [])
+
+
+def test_the_garbage_collector_rests_during_a_pass_only(
+        service: MemoryService, monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = service.store(memory_input()).memory
+    seen: list[bool] = []
+    source = service.source_for(REPO)
+    tree = source.tree
+    monkeypatch.setattr(source, "tree", lambda rev: (seen.append(gc.isenabled()),
+                                                    tree(rev))[1])
+    assert gc.isenabled()
+    service.verify([memory.id])
+    assert seen == [False]
+    assert gc.isenabled()
+    gc.disable()  # a caller's own choice is kept
+    try:
+        service.verify([memory.id])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_verify_dry_run_changes_nothing(service: MemoryService, repo: GitRepo) -> None:

@@ -11,6 +11,7 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -401,7 +402,12 @@ def test_reads_load_all_citations_with_one_extra_query(
 
     assert len(found) >= 20
     assert all(len(m.citations) == 1 for m in found)
-    assert len(statements) == 2, statements
+    # One query for the memories' rows, one for all their citations; search and by_path
+    # first count (up to a bound) what matches, to choose their plan.
+    rows = [s for s in statements if not s.startswith("SELECT count(*) FROM (SELECT 1 ")]
+    assert len(rows) == 2, statements
+    assert "ORDER BY memory_id, position" in rows[1]
+    assert len(statements) - len(rows) <= 2, statements
 
 
 @pytest.mark.parametrize(
@@ -415,9 +421,7 @@ def test_reads_load_all_citations_with_one_extra_query(
                      ("agent_memory_recent", "agent_memory_health"), True, id="recent-any"),
         pytest.param(lambda s: s.events(repo=REPO), "agent_memory_telemetry_repo", False,
                      id="events-repo"),
-        # These sort what the index found: one path's or one memory's rows, a handful.
-        pytest.param(lambda s: s.by_path(REPO, "src/app.py", lines=(1, 5)),
-                     "agent_memory_citation_path", True, id="by_path"),
+        # These sort what the index found: one memory's rows, a handful.
         pytest.param(lambda s: s.events(memory_id="m1"), "agent_memory_telemetry_memory", True,
                      id="events-memory"),
     ],
@@ -438,6 +442,105 @@ def test_reads_start_from_their_index(
     tables = {"agent_memory", "agent_memory_citation", "agent_memory_telemetry", "m", "c"}
     assert not any(step.split()[:2] in (["SCAN", t] for t in tables) for step in plan), plan
     assert any("TEMP B-TREE" in step for step in plan) is sorts, plan
+
+
+def _cited(path: str, start: int, end: int) -> Citation:
+    return Citation(path, start, end, "a" * 40, "b" * 40, Fingerprint("0123456789abcdef", (1,)))
+
+
+@pytest.fixture
+def crowd(store: SQLiteStore) -> list[Memory]:
+    """A repository where src/hot.py is cited by most memories, some more than once,
+    src/cool.py by a few; some memories invalid, one in another repository; times in
+    no particular order."""
+    memories = []
+    for i in range(60):
+        citations = [_cited("src/other.py", 1, 2)]
+        if i % 5:
+            citations.append(_cited("src/hot.py", 1 + i % 7 * 10, 5 + i % 7 * 10))
+        if i % 3 == 0:
+            citations.append(_cited("src/hot.py", 80, 90))
+        if i % 10 == 0:
+            citations.append(_cited("src/cool.py", i + 1, i + 3))
+        memories.append(replace(
+            _memory(minutes=(i * 37) % 61), citations=tuple(citations),
+            status=Status.INVALID if i % 11 == 0 else Status.ACTIVE,
+            repo="acme/web" if i == 7 else REPO))
+    for m in memories:
+        store.add(m)
+    return memories
+
+
+def _expected(memories: list[Memory], path: str, lines: tuple[int, int] | None,
+              limit: int) -> list[str]:
+    hits = [m for m in memories if m.repo == REPO and m.status is Status.ACTIVE and any(
+        c.path == path and (lines is None or (c.line_start <= lines[1]
+                                               and c.line_end >= lines[0]))
+        for c in m.citations)]
+    return [m.id for m in sorted(hits, key=lambda m: (-m.refreshed_at.timestamp(), m.id))
+            ][:limit]
+
+
+@pytest.mark.parametrize(("crowded", "rare", "plan"), [
+    (10_000, 10_000, "sqlite_autoindex_agent_memory_1"),  # read the citations, sort
+    (10_000, 3, "agent_memory_recent"),  # the citing ids, then memories newest first
+    (3, 3, "agent_memory_citation_memory"),  # memories newest first: does it cite it?
+])
+@pytest.mark.parametrize("lines", [None, (15, 22), (85, 85), (200, 300)])
+@pytest.mark.parametrize("limit", [1, 5, 50])
+def test_by_path_answers_the_same_however_crowded_the_file(
+        store: SQLiteStore, crowd: list[Memory], monkeypatch: pytest.MonkeyPatch,
+        crowded: int, rare: int, plan: str, lines: tuple[int, int] | None,
+        limit: int) -> None:
+    import verified_memory.store.sqlite as module
+
+    monkeypatch.setattr(module, "CROWDED_PATH", crowded)
+    monkeypatch.setattr(module, "RARE_PATH", rare)
+    for path in ("src/hot.py", "src/cool.py", "src/none.py"):
+        found: list[Memory] = []
+        statements = _statements(store, lambda path=path, found=found: found.extend(
+            store.by_path(REPO, path, lines=lines, limit=limit)))
+        assert [m.id for m in found] == _expected(crowd, path, lines, limit), (path, plan)
+        if path == "src/hot.py" and not (lines and plan == "agent_memory_recent"):
+            conn = store._conn
+            assert conn is not None
+            steps = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {statements[1]}")]
+            assert any(plan in step for step in steps), steps
+            assert not any(step.startswith(("SCAN m", "SCAN c", "SCAN agent_memory"))
+                           for step in steps), steps
+
+
+def test_search_past_the_ranked_matches_takes_the_newest_by_where_the_words_are(
+        store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    import verified_memory.store.sqlite as module
+
+    def add(name: str, minutes: int, subject: str, fact: str = "nothing here", *,
+            tags: tuple[str, ...] = (), **fields: Any) -> str:
+        store.add(_memory(name, minutes=minutes, subject=subject, fact=fact, tags=tags,
+                          **fields))
+        return name
+
+    in_fact = [add(f"fact{i}", i, "a convention", f"retry budget {i}") for i in range(4)]
+    in_subject = [add(f"subject{i}", 10 + i, f"retry budget {i}") for i in range(3)]
+    tagged = add("tagged", 20, "budget rules", tags=("retry",))
+    add("prefix", 30, "retrying budget")  # the last word whole first: found only after
+    add("invalid", 40, "retry budget", status=Status.INVALID)
+    add("elsewhere", 50, "retry budget", repo="acme/web")
+    add("categorised", 60, "retry budget", category="decision")
+    expected_order = ["categorised", *reversed(in_subject), tagged, *reversed(in_fact)]
+    bm25 = [m.id for m in store.search(REPO, "budget retry", limit=20)]
+    assert sorted(bm25) == sorted([*expected_order, "prefix"])
+
+    monkeypatch.setattr(module, "RANKED_MATCHES", 8)  # 9 whole-word matches: past it
+    assert [m.id for m in store.search(REPO, "budget retry", limit=8)] == expected_order[:8]
+    assert [m.id for m in store.search(REPO, "budget retry", limit=3)] == expected_order[:3]
+    assert [m.id for m in store.search(REPO, "budget retry", limit=20)] == bm25  # asked more
+    assert [m.id for m in store.search(REPO, "budget retry", limit=5, category="decision")
+            ] == ["categorised"]  # one match of the category: ranked by bm25
+    monkeypatch.setattr(module, "RANKED_MATCHES", 3)
+    # No whole-word match ("retr"): the last word as a prefix, in the same order.
+    assert [m.id for m in store.search(REPO, "budget retr", limit=3)] == [
+        "categorised", "prefix", "subject2"]
 
 
 # ------------------------------------------------------------------------- processes

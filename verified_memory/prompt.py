@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,8 @@ _LINE_BREAKS = re.compile(r"\r\n|\r|\u2028|\u2029|\x85")
 
 def sanitize(text: str) -> str:
     """Text safe to quote: one kind of newline, no invisible characters."""
+    if text.isprintable():  # nothing either pattern matches (a pass's JSON: 100,000s)
+        return text
     text = _LINE_BREAKS.sub("\n", text)
     return _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
 
@@ -160,11 +163,16 @@ def reveal(data: Any) -> Any:
     answers that carry stored text to an agent as data rather than as quoted markdown."""
     if isinstance(data, str):
         return sanitize(data)
+    # Numbers, booleans and None are most of a pass's values: kept without a call.
     if isinstance(data, Mapping):
-        return {key: reveal(value) for key, value in data.items()}
+        return {key: value if type(value) in _SCALARS else reveal(value)
+                for key, value in data.items()}
     if isinstance(data, list | tuple):
-        return [reveal(value) for value in data]
+        return [value if type(value) in _SCALARS else reveal(value) for value in data]
     return data
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def sanitize_line(text: str) -> str:
@@ -222,26 +230,43 @@ _STOP = frozenset({
 })
 
 
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+
+
 def _words(text: str) -> set[str]:
     """Lower-case words, camelCase and snake_case split, stop words dropped."""
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
-    return {w for w in (m.lower() for m in _WORD.findall(spaced)) if w not in _STOP}
+    spaced = text if text.islower() else _CAMEL.sub(r"\1 \2", text)  # no capital: no camel
+    return set(map(str.lower, _WORD.findall(spaced))) - _STOP
+
+
+@lru_cache(maxsize=64)
+def _query_words(query: str) -> frozenset[str]:
+    """``_words`` of a query, which a search scores every match against."""
+    return frozenset(_words(query))
 
 
 def relevance(memory: Memory, query: str) -> float:
     """How well ``memory`` matches ``query``: each query word found counts, weighted by
     where (subject 3, tags and cited paths 2, fact 1, reason 0.5); the whole query
     found verbatim in the subject or fact adds 2. Zero means unrelated."""
-    terms = _words(query)
+    terms = _query_words(query)
     if not terms:
         return 0.0
-    fields = (
-        (3.0, _words(memory.subject)),
-        (2.0, _words(" ".join(memory.tags)) | _words(" ".join(c.path for c in memory.citations))),
-        (1.0, _words(memory.fact)),
-        (0.5, _words(memory.reason or "")),
+    fields: tuple[tuple[float, Callable[[], str]], ...] = (
+        (3.0, lambda: memory.subject),
+        (2.0, lambda: " ".join((*memory.tags, *(c.path for c in memory.citations)))),
+        (1.0, lambda: memory.fact),
+        (0.5, lambda: memory.reason or ""),
     )
-    score = sum(max((w for w, words in fields if term in words), default=0.0) for term in terms)
+    # A word counts where it weighs most: the fields are in that order, and one is read
+    # only for the words the heavier ones did not have.
+    score, left = 0.0, set(terms)
+    for weight, text in fields:
+        found = left & _words(text())
+        score += weight * len(found)
+        left -= found
+        if not left:
+            break
     phrase = " ".join(query.lower().split())
     if len(terms) > 1 and (phrase in memory.subject.lower() or phrase in memory.fact.lower()):
         score += 2.0

@@ -30,8 +30,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from rapidfuzz import fuzz
-
 from verified_memory.errors import ValidationError
 from verified_memory.models import Memory, Status
 
@@ -189,6 +187,8 @@ def text_similarity(a: str, b: str) -> float:
     """0-100: how alike two normalised claims read, filler words aside: the lower of
     rapidfuzz's ``ratio`` (word order counts: "GET is retried, POST not" is not "POST is
     retried, GET not") and ``token_sort_ratio`` (a clause moved is no change)."""
+    from rapidfuzz import fuzz  # on first use: most commands compare no claims
+
     a, b = _content(a), _content(b)
     return float(min(fuzz.ratio(a, b), fuzz.token_sort_ratio(a, b)))
 

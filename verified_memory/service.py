@@ -39,18 +39,22 @@ from verified_memory.models import (
 from verified_memory.prompt import relevance, sanitize_line
 from verified_memory.quality import QualityPolicy, classify, normalize_category, rank_search
 from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo
-from verified_memory.store.base import MemoryStore
+from verified_memory.store.base import MemoryStore, oldest_never_applied
 from verified_memory.store.views import ViewQuery
 from verified_memory.telemetry import TelemetryBuffer
-from verified_memory.verify.bulk import CheckedCitation, Item, check_citations
 from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
-from verified_memory.verify.passes import VerificationPass, VerificationReport
+from verified_memory.verify.passes import (
+    VerificationPass,
+    VerificationReport,
+    collector_paused,
+)
 from verified_memory.verify.scope import PassScope, pass_scope
 
 if TYPE_CHECKING:
     from verified_memory.prompt import Rendered
+    from verified_memory.verify.bulk import CheckedCitation, Item
 
 __all__ = ["Context", "MemoryService", "Stored", "VerificationReport"]
 
@@ -125,12 +129,24 @@ class MemoryService:
         self.truth_ref = truth_ref
         self.policy = policy or QualityPolicy()
         # repo -> (when found, the oldest never-applied memories): see soft_limit_warning
-        self._oldest_unused: dict[str, tuple[float, tuple[Memory, ...]]] = {}
-        if locator is None:
+        # per repository over the soft limit: when counted, its active memories then,
+        # and the oldest never applied
+        self._oldest_unused: dict[str, tuple[float, int, tuple[Memory, ...]]] = {}
+        self._locator = locator
+
+    @property
+    def locator(self) -> Locator:
+        """Ladder step 4; the anchored one (tree-sitter and its grammars) is made when
+        a command first verifies, not when one only reads memories."""
+        if self._locator is None:
             from verified_memory.verify.anchored import AnchorLocator
 
-            locator = AnchorLocator()
-        self.locator = locator
+            self._locator = AnchorLocator()
+        return self._locator
+
+    @locator.setter
+    def locator(self, locator: Locator) -> None:
+        self._locator = locator
 
     # ------------------------------------------------------------------ plumbing
 
@@ -256,21 +272,23 @@ class MemoryService:
         """A line for people when ``repo`` keeps more active memories than the policy's
         soft limit, naming the oldest that were never applied (candidates to retire).
 
-        The count is an index count; the names, which take reading every memory, are
-        found once per service and repository (and again after ten minutes)."""
+        Whether the repository is over the limit is an index count that stops past
+        the limit (asked on every store, it costs the limit, not the repository's
+        size: counting a 100,000-memory repository in full cost a store about 6 ms).
+        Past it, the count in the line and the names (a query of their own, not every
+        memory read: that took 8.6 s there) are found once per service and repository,
+        and again after ten minutes."""
         limit = self.policy.soft_limit
-        active = self.memories.count(validate_repo(repo)) if limit else 0
-        if not limit or active <= limit:
+        if not limit or self.memories.count(validate_repo(repo), at_most=limit + 1) <= limit:
             return None
         named = self._oldest_unused.get(repo)
         if named is None or time.monotonic() - named[0] > 600:
-            unused = sorted((m for m in self.memories.recent(repo, limit=None)
-                             if m.applied_count == 0),
-                            key=lambda m: (m.used_at or m.created_at, m.id))[:5]
-            named = self._oldest_unused[repo] = (time.monotonic(), tuple(unused))
-        unused = list(named[1])
-        names = ", ".join(f"{m.id[:8]} ({sanitize_line(m.subject)})" for m in unused)
-        return (f"{repo} has {active} active memories, over the soft limit of "
+            named = self._oldest_unused[repo] = (
+                time.monotonic(), self.memories.count(repo),
+                tuple(oldest_never_applied(self.memories, repo)))
+        _, active_count, never_applied = named
+        names = ", ".join(f"{m.id[:8]} ({sanitize_line(m.subject)})" for m in never_applied)
+        return (f"{repo} has {active_count} active memories, over the soft limit of "
                 f"{self.policy.soft_limit}: retire what no longer helps"
                 + (f"; the oldest never applied: {names}" if names else ""))
 
@@ -516,6 +534,15 @@ class MemoryService:
 
         With ``expire`` (the default), a memory nobody used for the policy's days is
         left out unread, and expires at the tip (``verify/passes.py``)."""
+        with collector_paused():
+            return self._verify(ids, repo=repo, ref=ref, apply=apply,
+                                include_invalid=include_invalid,
+                                include_expired=include_expired, expire=expire,
+                                on_progress=on_progress)
+
+    def _verify(self, ids: Iterable[str] | None, *, repo: str | None, ref: str,
+                apply: bool | None, include_invalid: bool, include_expired: bool,
+                expire: bool, on_progress: Progress | None) -> VerificationReport:
         if ids is not None:
             asked = list(ids)
             try:
@@ -562,6 +589,8 @@ class MemoryService:
             source = self._source
         else:
             source = self.source_for(validate_repo(repo))
+        from verified_memory.verify.bulk import check_citations  # worker processes & all
+
         return check_citations(source, items, ref, jobs=jobs, require_sha=require_sha)
 
     def read_citation(self, repo: str, path: str, lines: tuple[int, int], *,

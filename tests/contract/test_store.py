@@ -24,7 +24,7 @@ from verified_memory.models import (
     TelemetryEvent,
     Transition,
 )
-from verified_memory.store.base import MemoryStore
+from verified_memory.store.base import MemoryStore, oldest_never_applied
 
 REPO = "acme/api"
 OTHER = "acme/web"
@@ -892,3 +892,25 @@ def test_count_is_per_repository_and_status(store: MemoryStore) -> None:
     assert store.count(REPO, status=Status.PENDING) == 1
     assert store.count(REPO, status=None) == 3
     assert store.count("nobody/nothing") == 0
+    assert store.count(REPO, status=None, at_most=2) == 2  # counting stops there
+    assert store.count(REPO, status=None, at_most=5) == 3
+    assert store.count(REPO, at_most=0) == 0
+
+
+def test_oldest_never_applied_are_the_longest_unused_active_ones(store: MemoryStore) -> None:
+    """The soft limit's candidates to retire: by ``used_at``, else ``created_at``, then id;
+    in the store's own query where it has one, else sorted by the helper."""
+    never = mem("created at minute 1", minutes=1)
+    used_late = mem("used at minute 5", used_at=at(5))
+    second = mem("created at minute 2", minutes=2, id="cccccccc-0000-4000-8000-000000000000")
+    twin = mem("also minute 2", minutes=2, id="bbbbbbbb-0000-4000-8000-000000000000")
+    used_early = mem("used at minute 3", minutes=4, used_at=at(3))
+    for other in (mem("applied", applied_count=1), mem("invalid", status=Status.INVALID),
+                  mem("elsewhere", repo=OTHER), never, used_late, second, twin, used_early):
+        store.add(other)
+    found = oldest_never_applied(store, REPO, 3)
+    assert [m.subject for m in found] == ["created at minute 1", "also minute 2",
+                                          "created at minute 2"]
+    assert found[0].citations == never.citations  # whole memories, citations included
+    assert [m.subject for m in oldest_never_applied(store, REPO, 10)][3:] == [
+        "used at minute 3", "used at minute 5"]

@@ -10,10 +10,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from verified_memory._version import __version__
 from verified_memory.cli.admin import COMMANDS as ADMIN_COMMANDS
 from verified_memory.cli.citations import citations
 from verified_memory.cli.dashboard import dashboard
@@ -37,7 +38,9 @@ from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
 from verified_memory.errors import VerifiedMemoryError
 from verified_memory.models import Decision, Status, Stored
-from verified_memory.service import VerificationReport
+
+if TYPE_CHECKING:
+    from verified_memory.service import VerificationReport
 
 __all__ = ["main"]
 
@@ -55,7 +58,7 @@ F = TypeVar("F", bound=Callable[..., Any])
               help="Most seconds a command may spend reading code; what is left unread is "
                    "reported as unverifiable. [env VMEM_CONTEXT_TIME_LIMIT (context, default "
                    "5) and VMEM_VERIFY_TIME_LIMIT (the rest, default 60)]")
-@click.version_option(package_name="verified-memory")
+@click.version_option(__version__, package_name="verified-memory")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, directory: Path, time_limit: float | None) -> None:
     """Verified memory for coding agents: facts about a codebase that cite its code,
@@ -236,17 +239,22 @@ def search(env: Env, query: str, repo: str | None, as_json: bool, path: str | No
 @click.option("--include-expired", is_flag=True,
               help="Also re-check expired memories (unused too long); at the tip, those "
                    "that hold become active again.")
+@click.option("--all", "list_all", is_flag=True,
+              help="List every citation checked (default: the count of each outcome, then "
+                   "the citations that moved, changed, are missing or could not be read; "
+                   "--json always has them all).")
 @pass_env
 def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref: str,
            worktree: bool, dry_run: bool, include_invalid: bool,
-           include_expired: bool) -> None:
+           include_expired: bool, list_all: bool) -> None:
     """Check memories' citations against the code at REF (every active memory of the
     repository, or the IDS given).
 
     At the tip of the main line (the default branch) this is a verdict: memories that
     hold are refreshed, the others invalidated. Anywhere else (another branch, a tag,
     --worktree, --dry-run) it is a view that changes nothing stored; the first line
-    says which, and why."""
+    says which, and why. Printed: how many citations had each outcome, the citations
+    that did not simply hold (--all: every one), and what the pass changed."""
     env.out = Output(as_json)
     apply = False if dry_run else None
     ref = env.ref(ref, worktree=worktree)
@@ -267,7 +275,7 @@ def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref:
             say(f"vmem: {scope.why}")
     rows = [(v.memory.id, v.decision.value, c) for v in report.verifications for c in v.checks]
     if rows:
-        env.out.checks_table(rows, title="citations")
+        env.out.checks(rows, everything=list_all)
     env.out.out.print(_verify_summary(report), markup=False)
     tell_not_checked(env, report.verifications)
     skipped = [v.memory.id for v in report.verifications

@@ -9,12 +9,15 @@ import json
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from verified_memory.errors import ValidationError
 from verified_memory.limits import CHECK_LINE_MAX, bounded_lines, check_depth, too_long
-from verified_memory.verify.bulk import Item
+
+if TYPE_CHECKING:
+    from verified_memory.verify.bulk import Item
 
 __all__ = ["citations", "parse_jsonl"]
 

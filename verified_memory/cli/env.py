@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from verified_memory.budget import Budget
 from verified_memory.cli.passes import Kind, bounded, not_checked_line
 from verified_memory.cli.render import Output
 from verified_memory.errors import SourceUnavailable, ValidationError
-from verified_memory.models import Verification
-from verified_memory.quality import QualityPolicy
-from verified_memory.service import MemoryService
-from verified_memory.sources.base import CodeSource, SourcesByRepo
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the service, and what it brings (the verifier, the grammars), are
+    # imported by the commands that use them, not by every start of vmem
+    from verified_memory.budget import Budget
     from verified_memory.config import Settings
+    from verified_memory.models import Verification
+    from verified_memory.service import MemoryService
+    from verified_memory.sources.base import CodeSource
 
 __all__ = [
     "Env", "code_options", "common", "fail", "progress", "running", "say", "tell_not_checked",
@@ -112,6 +112,9 @@ class Env:
         otherwise it is an error naming the file, and nothing is created."""
         from verified_memory.cli.ci import require_store
         from verified_memory.config import Settings
+        from verified_memory.quality import QualityPolicy
+        from verified_memory.service import MemoryService
+        from verified_memory.sources.base import SourcesByRepo
         from verified_memory.store import open_store
 
         require_store(self.db)  # in CI, never a throwaway store that checks nothing

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from verified_memory.budget import Budget, time_budget
-from verified_memory.cli.render import Output
 from verified_memory.errors import CredentialsRejected
-from verified_memory.models import Decision, Verification
+from verified_memory.models import Decision
 from verified_memory.prompt import sanitize
+
+if TYPE_CHECKING:
+    from verified_memory.cli.render import Output
+    from verified_memory.models import Verification
 
 __all__ = ["Kind", "bounded", "not_checked_line"]
 

@@ -262,8 +262,12 @@ class GitStore(ClosingStore):
         return self.index.by_path(repo, path, lines=lines, limit=limit, category=category,
                                   tag=tag)
 
-    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
-        return self.index.count(repo, status=status)
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE,
+              at_most: int | None = None) -> int:
+        return self.index.count(repo, status=status, at_most=at_most)
+
+    def oldest_never_applied(self, repo: str, limit: int) -> list[Memory]:
+        return self.index.oldest_never_applied(repo, limit)
 
     def repos(self) -> list[str]:
         return self.index.repos()

@@ -28,6 +28,7 @@ __all__ = [
     "CodeSource",
     "CountsRequests",
     "DescribesEntries",
+    "ListsChanges",
     "MainLine",
     "Rename",
     "Reopenable",
@@ -152,6 +153,17 @@ class DescribesEntries(Protocol):
     def entry_kind(self, revision: str, path: str) -> str | None:
         """'a symbolic link', 'a submodule' or 'a directory' when ``path`` is one at
         ``revision`` (as far as this source knows without another request), else None."""
+
+
+@runtime_checkable
+class ListsChanges(Protocol):
+    """A source that can say which files changed between two commits without listing
+    the older one's tree (GitHub's ``compare``, already asked for renames): a request
+    saved each time a citation's code is searched for in other files."""
+
+    def changed_paths(self, old_revision: str, new_revision: str) -> Sequence[str] | None:
+        """Paths at ``new_revision`` whose blob differs from ``old_revision``; None when
+        the source cannot tell (then the two trees are diffed)."""
 
 
 @runtime_checkable

@@ -614,14 +614,16 @@ class GitHubSource(ClosingSource):
         """Paths at ``new_revision`` whose blob differs from ``old_revision`` (added,
         modified or renamed files), from the same cached ``compare`` answer as
         ``renames``: no extra request, and no listing of the old tree. None when GitHub
-        cannot compare the two (then diff the two trees instead)."""
+        cannot compare the two, or ``old_revision`` is not in ``new_revision``'s history
+        (``compare`` then lists the changes since their merge base, not since
+        ``old_revision``): then diff the two trees instead."""
         comparison = self._compare(old_revision, new_revision)
-        return comparison.changed if comparison else None
+        return comparison.changed if comparison and comparison.direct else None
 
     def _compare(self, old_revision: str, new_revision: str) -> _Comparison | None:
         old, new = self.resolve(old_revision), self.resolve(new_revision)
         if old == new:
-            return _Comparison((), ())
+            return _Comparison((), (), direct=True)
         key = f"{old}...{new}"
         with self._lock:
             if key in self._comparisons:
@@ -639,7 +641,8 @@ class GitHubSource(ClosingSource):
                 data = reply.json()
                 files = data.get("files") if isinstance(data, dict) else None
                 files = files if isinstance(files, list) else []
-                found = _Comparison.parse(files)
+                found = _Comparison.parse(files, direct=data.get("status") in (
+                    "ahead", "identical"))
                 if len(files) >= COMPARE_FILE_LIMIT:  # GitHub's cap: complete from trees
                     found = self._compare_trees(old, new, found)
                 self._meta.put("compare", key, found.to_json(), keep=_KEEP_SUBTREES)
@@ -698,7 +701,7 @@ class GitHubSource(ClosingSource):
             if path not in known and path not in after
         )
         changed = tuple(path for path, sha in after.items() if before.get(path) != sha)
-        return _Comparison(renames, changed)
+        return _Comparison(renames, changed, direct=True)  # the trees themselves
 
 
 # --------------------------------------------------------------------------- parsing
@@ -740,13 +743,16 @@ def _decode_blob(data: Any, what: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class _Comparison:
-    """What ``compare/{old}...{new}`` says: renames and deletions, and changed paths."""
+    """What ``compare/{old}...{new}`` says: renames and deletions, and changed paths;
+    ``direct`` when those are the changes since ``old`` itself (it is an ancestor of
+    ``new``), not since a merge base."""
 
     renames: tuple[Rename, ...]
     changed: tuple[str, ...]
+    direct: bool
 
     @classmethod
-    def parse(cls, files: Sequence[Any]) -> _Comparison:
+    def parse(cls, files: Sequence[Any], *, direct: bool) -> _Comparison:
         renames: list[Rename] = []
         changed: list[str] = []
         for entry in files:
@@ -760,11 +766,11 @@ class _Comparison:
                 renames.append(Rename(path, None))
             if status != "removed":
                 changed.append(path)
-        return cls(tuple(renames), tuple(changed))
+        return cls(tuple(renames), tuple(changed), direct)
 
     def to_json(self) -> dict[str, Any]:
         return {"renames": [[r.old, r.new, r.similarity] for r in self.renames],
-                "changed": list(self.changed)}
+                "changed": list(self.changed), "direct": self.direct}
 
     @classmethod
     def from_json(cls, doc: Any) -> _Comparison | None:
@@ -773,6 +779,7 @@ class _Comparison:
                 tuple(Rename(str(o), n if isinstance(n, str) else None, int(s))
                       for o, n, s in doc["renames"]),
                 tuple(str(p) for p in doc["changed"]),
+                doc["direct"] is True,  # absent (an older cache): asked again
             )
         except (KeyError, TypeError, ValueError):
             return None

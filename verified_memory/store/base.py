@@ -37,7 +37,7 @@ from verified_memory.models import (
 )
 from verified_memory.store.views import ViewQuery
 
-__all__ = ["ClosingStore", "MemoryStore"]
+__all__ = ["ClosingStore", "FindsNeverApplied", "MemoryStore", "oldest_never_applied"]
 
 
 @runtime_checkable
@@ -92,9 +92,12 @@ class MemoryStore(Protocol):
     ) -> list[Memory]:
         """Active memories citing ``path`` (overlapping ``lines`` when given)."""
 
-    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE,
+              at_most: int | None = None) -> int:
         """How many memories ``repo`` has in ``status`` (any status: None). Cheap: an
-        index count, for checks on every store (the soft limit)."""
+        index count. With ``at_most``, counting stops there (the answer is at most
+        that): whether a repository is over a limit, asked on every store, then costs
+        the limit, not the repository's size."""
 
     def repos(self) -> list[str]:
         """Every repository with memories (any status), sorted."""
@@ -165,6 +168,25 @@ class MemoryStore(Protocol):
 
     def close(self) -> None:
         """Release connections. Safe to call twice."""
+
+
+@runtime_checkable
+class FindsNeverApplied(Protocol):
+    """A store that finds the oldest memories never applied in its own query, rather
+    than by handing every memory of the repository over to be sorted."""
+
+    def oldest_never_applied(self, repo: str, limit: int) -> list[Memory]:
+        """See ``oldest_never_applied``."""
+
+
+def oldest_never_applied(store: MemoryStore, repo: str, limit: int = 5) -> list[Memory]:
+    """The active memories of ``repo`` never applied, the longest unused first (by
+    ``used_at``, else ``created_at``; ties by id): candidates to retire. A store that
+    cannot ask for them has every active memory read and sorted here."""
+    if isinstance(store, FindsNeverApplied):
+        return store.oldest_never_applied(repo, limit)
+    return sorted((m for m in store.recent(repo, limit=None) if m.applied_count == 0),
+                  key=lambda m: (m.used_at or m.created_at, m.id))[:limit]
 
 
 class ClosingStore:

@@ -167,10 +167,13 @@ class InMemoryStore:
             ]
         return _newest_first(chosen)[:bound]
 
-    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE,
+              at_most: int | None = None) -> int:
+        bound = check_limit(at_most, "at_most")
         with self._open():
-            return sum(1 for m in self._memories.values()
-                       if m.repo == repo and (status is None or m.status == status))
+            found = sum(1 for m in self._memories.values()
+                        if m.repo == repo and (status is None or m.status == status))
+        return found if bound is None else min(found, bound)
 
     def repos(self) -> list[str]:
         with self._open():

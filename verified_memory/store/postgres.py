@@ -477,12 +477,21 @@ class PostgresStore(ClosingStore):
         return [normalize_row(view, row) for row in self._fetch(f"reading {view.name}", sql,
                                                                 params)]
 
-    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE,
+              at_most: int | None = None) -> int:
         where, params = ("repo = %s", (repo,)) if status is None else (
             "repo = %s and status = %s", (repo, Status(status).value))
         rows = self._fetch("counting memories",
-                           f"select count(*) as n from agent_memory where {where}", params)
+                           f"select count(*) as n from (select 1 from agent_memory "
+                           f"where {where} limit %s) as counted",
+                           (*params, check_limit(at_most, "at_most")))
         return int(rows[0]["n"])
+
+    def oldest_never_applied(self, repo: str, limit: int) -> list[Memory]:
+        sql = ("select * from agent_memory_full where repo = %s and status = 'active' "
+               "and applied_count = 0 order by coalesce(used_at, created_at), id limit %s")
+        return [memory_from_json(r) for r in self._fetch(
+            "finding memories never applied", sql, (repo, check_limit(limit)))]
 
     def repos(self) -> list[str]:
         """Repositories that have memories, sorted."""

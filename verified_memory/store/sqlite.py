@@ -36,6 +36,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +240,19 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
     ),
     # The statements live with the queries that use them (_sqlite_admin.py).
     (5, "audit and hygiene: event keys, tombstones, the telemetry archive", _admin.MIGRATION),
+    (
+        6,
+        "a memory's citations by path, for walking memories newest first",
+        (
+            # by_path on a file most memories cite walks the memories newest first and
+            # asks, of each, whether it cites the file: an index look-up here rather
+            # than a read of its citation rows (fingerprints and anchors included).
+            """
+            CREATE INDEX agent_memory_citation_memory
+                ON agent_memory_citation (memory_id, path, line_start, line_end)
+            """,
+        ),
+    ),
     (7, "dashboard views, over counts kept as telemetry is appended", DASHBOARD_MIGRATION),
 )
 
@@ -258,40 +273,34 @@ _SELECT_CITATIONS = (
     f"SELECT {', '.join(CITATION_COLUMNS)} FROM agent_memory_citation "
     "WHERE memory_id IN (SELECT value FROM json_each(?)) ORDER BY memory_id, position"
 )
-# NULL parameters leave a column as it is (Transition.apply_to says the same in Python).
-_APPLY = """
-    UPDATE agent_memory SET
-        status = coalesce(:status, status),
-        invalid_reason = CASE WHEN :status = 'active' THEN NULL
-                              ELSE coalesce(:invalid_reason, invalid_reason) END,
-        refreshed_at = coalesce(:refreshed_at, refreshed_at),
-        verified_commit = CASE WHEN :unconfirm THEN NULL
-                               ELSE coalesce(:verified_commit, verified_commit) END,
-        verified_ref = CASE WHEN :unconfirm THEN NULL
-                            ELSE coalesce(:verified_ref, verified_ref) END,
-        verification_count = verification_count + :add_verifications,
-        applied_count = applied_count + :add_applications,
-        success_count = success_count + :add_successes,
-        failure_count = failure_count + :add_failures,
-        used_at = coalesce(:used_at, used_at),
-        promoted_to = coalesce(:promoted_to, promoted_to)
-    WHERE id = :memory_id
-"""
+#: by_path: a file with more citations than this in its repository is crowded (most
+#: memories cite it): its newest citing memories are found by walking the repository's
+#: memories newest first, asking each whether it cites the file.
+CROWDED_PATH = 2000
+#: by_path: a file with at most this many citations is rare: its citing memories are
+#: read through the citation index and sorted. Between the two, the citing memories'
+#: ids are gathered and the walk newest first stops at the ``limit``-th of them.
+RARE_PATH = 500
+#: search: bm25 ranks a query's matches in a repository up to this many; past it the
+#: newest matches are taken, by where the words are (``SQLiteStore._newest_matches``).
+RANKED_MATCHES = 500
 # Column weights for bm25: a word in the subject says more than one in a long fact.
 _BM25 = "bm25(agent_memory_fts, 4.0, 1.0, 2.0)"
 
 
-def fts_query(query: str) -> str | None:
+def fts_query(query: str, *, prefix: bool = True) -> str | None:
     """A free-text query as a safe FTS5 expression, or None when it has no words.
 
     Every term is double-quoted (a quote inside is doubled), so FTS5 operators and
     punctuation in user input (``- " * ( : NEAR AND``) are never parsed as syntax.
-    Terms are ANDed; the last one is a prefix because the user may still be typing.
+    Terms are ANDed; the last one is a prefix because the user may still be typing
+    (unless ``prefix`` is False: then every word is matched whole).
     """
     terms = [f'"{t.replace(chr(34), chr(34) * 2)}"' for t in query_terms(query)]
     if not terms:
         return None
-    terms[-1] += "*"
+    if prefix:
+        terms[-1] += "*"
     return " ".join(terms)
 
 
@@ -369,7 +378,7 @@ class SQLiteStore(ClosingStore):
                     raise NotFound(f"memory {memory_id} not found")
             status = {memory_id: s for memory_id, (s, _) in found.items()}
             results: list[bool] = []
-            updates: list[dict[str, Any]] = []
+            updates: list[tuple[str, tuple[Any, ...]]] = []
             # memory id -> its citation rows; a memory rewritten twice keeps the last set
             rewritten: dict[str, list[tuple[Any, ...]]] = {}
             event_rows: list[tuple[Any, ...]] = []
@@ -380,14 +389,18 @@ class SQLiteStore(ClosingStore):
                     continue
                 if transition.status is not None:
                     status[memory_id] = transition.status.value
-                updates.append(transition_values(transition))  # _APPLY's parameters
+                update = _update(transition_values(transition))
+                if update is not None:
+                    updates.append(update)
                 if citations is not None:
                     repo = found[memory_id][1]
                     rewritten[memory_id] = [citation_values(memory_id, repo, i, c)
                                             for i, c in enumerate(citations)]
                 event_rows += events
                 results.append(True)
-            conn.executemany(_APPLY, updates)
+            # In order; the same statement (a pass's refreshes) in one executemany.
+            for sql, group in groupby(updates, key=itemgetter(0)):
+                conn.executemany(sql, [params for _, params in group])
             if rewritten:
                 conn.executemany("DELETE FROM agent_memory_citation WHERE memory_id = ?",
                                  [(memory_id,) for memory_id in rewritten])
@@ -433,12 +446,22 @@ class SQLiteStore(ClosingStore):
         with self._read("listing recent memories") as conn:
             return self._hydrate(conn, conn.execute(sql, (*params, bound)).fetchall())
 
-    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE,
+              at_most: int | None = None) -> int:
         where, params = ("repo = ?", [repo]) if status is None else (
             "repo = ? AND status = ?", [repo, Status(status).value])
         with self._read("counting memories") as conn:
-            return int(conn.execute(f"SELECT count(*) FROM agent_memory WHERE {where}",
-                                    params).fetchone()[0])
+            return int(conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM agent_memory WHERE {where} LIMIT ?)",
+                [*params, _sql_limit(at_most, "at_most")]).fetchone()[0])
+
+    def oldest_never_applied(self, repo: str, limit: int) -> list[Memory]:
+        with self._read("finding memories never applied") as conn:
+            rows = conn.execute(
+                f"SELECT {_M} FROM agent_memory m WHERE m.repo = ? AND m.status = 'active' "
+                "AND m.applied_count = 0 ORDER BY coalesce(m.used_at, m.created_at), m.id "
+                "LIMIT ?", (repo, _sql_limit(limit))).fetchall()  # text order: time order
+            return self._hydrate(conn, rows)
 
     def repos(self) -> list[str]:
         with self._read("listing repositories") as conn:
@@ -452,14 +475,41 @@ class SQLiteStore(ClosingStore):
         if expression is None or bound == 0:
             return []
         where, params = _filtered("agent_memory_fts MATCH ? AND m.repo = ? AND "
-                                  "m.status = 'active'", [expression, repo], category, tag)
-        sql = (
-            f"SELECT {_M} FROM agent_memory_fts f JOIN agent_memory m ON m.seq = f.rowid "
-            f"WHERE {where} ORDER BY {_BM25}, m.refreshed_at DESC, m.id LIMIT ?"
-        )
+                                  "m.status = 'active'", [repo], category, tag)
+        matches = f"FROM agent_memory_fts f CROSS JOIN agent_memory m ON m.seq = f.rowid " \
+                  f"WHERE {where}"
         with self._read("searching memories") as conn:
-            rows = conn.execute(sql, (*params, bound)).fetchall()
+            if 0 < bound <= RANKED_MATCHES:
+                # bm25 reads every match (and the whole index entry of each word, for
+                # its weights): past a few hundred matches, the newest are taken by
+                # where the words are, the last word whole first (a prefix is dearer).
+                for words in dict.fromkeys((fts_query(query, prefix=False), expression)):
+                    many = conn.execute(
+                        f"SELECT count(*) FROM (SELECT 1 {matches} ORDER BY f.rowid DESC "
+                        "LIMIT ?)", (words, *params, RANKED_MATCHES + 1)).fetchone()[0]
+                    if many > RANKED_MATCHES:
+                        return self._newest_matches(conn, matches, str(words), params, bound)
+            rows = conn.execute(f"SELECT {_M} {matches} ORDER BY {_BM25}, m.refreshed_at "
+                                "DESC, m.id LIMIT ?", (expression, *params, bound)).fetchall()
             return self._hydrate(conn, rows)
+
+    def _newest_matches(self, conn: sqlite3.Connection, matches: str, words: str,
+                        params: list[Any], bound: int) -> list[Memory]:
+        """Search with more matches than bm25 ranks: those with every word in the
+        subject, then in the subject or tags, then anywhere (bm25's column weights, in
+        order), newest first in each; each query stops at ``bound`` rows."""
+        found: dict[int, None] = {}
+        for columns in ("{subject} : ", "{subject tags} : ", ""):
+            for (seq,) in conn.execute(
+                    f"SELECT m.seq {matches} ORDER BY f.rowid DESC LIMIT ?",
+                    (f"{columns}({words})", *params, bound + len(found))):
+                found.setdefault(seq)
+            if len(found) >= bound:
+                break
+        rows = conn.execute(f"SELECT {_M} FROM json_each(?) AS j CROSS JOIN agent_memory m "
+                            "ON m.seq = j.value ORDER BY j.key",
+                            (json.dumps(list(found)[:bound]),)).fetchall()
+        return self._hydrate(conn, rows)
 
     def by_path(
         self,
@@ -473,23 +523,45 @@ class SQLiteStore(ClosingStore):
     ) -> list[Memory]:
         bound = _sql_limit(limit)
         span = check_lines(lines)
-        inner = "c.repo = ? AND c.path = ?"
-        params: list[Any] = [repo, path]
+        cites = "c.path = ?"
+        params: list[Any] = [path]
         if span is not None:
-            inner += " AND c.line_start <= ? AND c.line_end >= ?"
+            cites += " AND c.line_start <= ? AND c.line_end >= ?"
             params += [span[1], span[0]]
         outer, outer_params = _filtered("m.repo = ? AND m.status = 'active'", [repo],
                                         category, tag)
-        # CROSS JOIN keeps the citation index as the outer loop: a rarely cited path
-        # costs a few look-ups, not a walk over every active memory of the repository.
-        sql = (
-            f"SELECT {_M} FROM (SELECT DISTINCT c.memory_id FROM agent_memory_citation c "
-            f"WHERE {inner}) AS hit CROSS JOIN agent_memory m ON m.id = hit.memory_id "
-            f"WHERE {outer} ORDER BY m.refreshed_at DESC, m.id LIMIT ?"
-        )
+        newest = "ORDER BY m.refreshed_at DESC, m.id LIMIT ?"
         with self._read("finding memories by path") as conn:
-            return self._hydrate(conn, conn.execute(sql, (*params, *outer_params,
-                                                          bound)).fetchall())
+            # SQLite cannot both find a file's citations and order their memories by
+            # an index: which side to start from depends on how often the file is
+            # cited, which a bounded count of its citations tells.
+            cited = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM agent_memory_citation "
+                "WHERE repo = ? AND path = ? LIMIT ?)", (repo, path, CROWDED_PATH + 1),
+            ).fetchone()[0]
+            if cited > CROWDED_PATH:  # most memories cite it: the first few newest do
+                sql = (f"SELECT m.id FROM agent_memory m INDEXED BY agent_memory_recent "
+                       f"WHERE {outer} AND EXISTS (SELECT 1 FROM agent_memory_citation c "
+                       f"INDEXED BY agent_memory_citation_memory WHERE c.memory_id = m.id "
+                       f"AND {cites}) {newest}")
+                args = (*outer_params, *params, bound)
+            elif cited > RARE_PATH and span is None:
+                sql = (f"SELECT m.id FROM agent_memory m INDEXED BY agent_memory_recent "
+                       f"WHERE {outer} AND m.id IN (SELECT c.memory_id FROM "
+                       f"agent_memory_citation c WHERE c.repo = ? AND {cites}) {newest}")
+                args = (*outer_params, repo, *params, bound)
+            else:
+                # CROSS JOIN keeps the citation index as the outer loop: a rarely cited
+                # path costs a few look-ups, not a walk over the repository's memories.
+                sql = (f"SELECT m.id FROM (SELECT DISTINCT c.memory_id FROM "
+                       f"agent_memory_citation c WHERE c.repo = ? AND {cites}) AS hit "
+                       f"CROSS JOIN agent_memory m ON m.id = hit.memory_id WHERE {outer} "
+                       f"{newest}")
+                args = (repo, *params, *outer_params, bound)
+            # The rows of the (at most ``limit``) memories found, put back in order.
+            rows = conn.execute(f"SELECT {_M} FROM agent_memory m WHERE m.id IN ({sql}) "
+                                "ORDER BY m.refreshed_at DESC, m.id", args).fetchall()
+            return self._hydrate(conn, rows)
 
     def events(
         self,
@@ -788,6 +860,45 @@ def _memory_rows(memory: Memory) -> _MemoryRows:
     )
 
 
+def _update(values: dict[str, Any]) -> tuple[str, tuple[Any, ...]] | None:
+    """The UPDATE of a transition (``transition_values``), setting only the columns it
+    changes (None: it changes none, only its events are written); what
+    ``Transition.apply_to`` says in Python. A statement naming only what changes is a
+    third cheaper than one that coalesces every column, and a pass's refreshes all
+    share one."""
+    sets: list[str] = []
+    params: list[Any] = []
+
+    def assign(column: str, value: Any, expression: str = "?") -> None:
+        sets.append(f"{column} = {expression}")
+        params.append(value)
+
+    status = values["status"]
+    if status is not None:
+        assign("status", status)
+    if status == "active":  # a revival clears the reason
+        sets.append("invalid_reason = NULL")
+    elif values["invalid_reason"] is not None:
+        assign("invalid_reason", values["invalid_reason"])
+    if values["unconfirm"]:
+        sets += ["verified_commit = NULL", "verified_ref = NULL"]
+    for column in ("refreshed_at", "verified_commit", "verified_ref", "used_at",
+                   "promoted_to"):
+        if values[column] is not None and not (values["unconfirm"]
+                                               and column.startswith("verified_")):
+            assign(column, values[column])
+    for column, key in (("verification_count", "add_verifications"),
+                        ("applied_count", "add_applications"),
+                        ("success_count", "add_successes"),
+                        ("failure_count", "add_failures")):
+        if values[key]:
+            assign(column, values[key], f"{column} + ?")
+    if not sets:
+        return None
+    return f"UPDATE agent_memory SET {', '.join(sets)} WHERE id = ?", (*params,
+                                                                       values["memory_id"])
+
+
 def _prepare(
     transition: Transition,
 ) -> tuple[Transition, tuple[Citation, ...] | None, list[tuple[Any, ...]]]:
@@ -810,8 +921,8 @@ def _filtered(where: str, params: list[Any], category: str | None,
     return where, params
 
 
-def _sql_limit(limit: int | None) -> int:
-    bound = check_limit(limit)
+def _sql_limit(limit: int | None, where: str = "limit") -> int:
+    bound = check_limit(limit, where)
     return -1 if bound is None else bound  # SQLite reads a negative LIMIT as "no limit"
 
 

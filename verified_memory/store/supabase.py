@@ -334,10 +334,13 @@ class SupabaseStore(ClosingStore):
         rows = self._pages(f"reading {view.name}", build, query.limit)
         return [normalize_row(view, row) for row in rows]
 
-    def count(self, repo: str, *, status: Status | None = Status.ACTIVE) -> int:
+    def count(self, repo: str, *, status: Status | None = Status.ACTIVE,
+              at_most: int | None = None) -> int:
+        bound = check_limit(at_most, "at_most")
         data = self._rpc("counting memories", "agent_memory_count", {
             "p_repo": repo, "p_status": None if status is None else Status(status).value})
-        return _scalar(data, "counting memories")
+        counted = _scalar(data, "counting memories")
+        return counted if bound is None else min(counted, bound)  # the function counts all
 
     def repos(self) -> list[str]:
         """Repositories that have memories (that this key or user may see), sorted."""

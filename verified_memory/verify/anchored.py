@@ -73,6 +73,7 @@ from verified_memory.models import (
     Location,
     Outcome,
 )
+from verified_memory.sources.base import CountsRequests
 from verified_memory.verify import naming
 from verified_memory.verify.alignment import (
     all_in,
@@ -140,6 +141,9 @@ class AnchorLocator(Locator, Origins):
         unique = len(find_runs(file, hashes)) == 1
         if unique and _whole_definition(citation):
             return True  # a whole definition, header and all, found once: itself
+        if _reads_are_requests(verifier) and self._held_intact(citation, citation.path, file,
+                                                                 citation.location):
+            return True  # what every path below says then, without reading the old file
         try:
             base = self._origin_base(verifier, citation)
         except SourceUnavailable:
@@ -182,6 +186,11 @@ class AnchorLocator(Locator, Origins):
         ``ambiguous`` is reported whenever the lines occur more than once, even when
         the evidence settled which occurrence is the cited one."""
         ambiguous = len(places) > 1
+        if (not ambiguous and verifier is not None and _reads_are_requests(verifier)
+                and self._held_intact(citation, path, file, places[0])):
+            # One copy, inside the anchor's definition as it was: every path below takes
+            # it, and only a source that charges a request for the old file asks first.
+            return places[0], False
         base = self._origin_base(verifier, citation) if verifier is not None else None
         judged = [(p, self._provenance(base, file, p) if base is not None else None)
                   for p in places]
@@ -704,6 +713,17 @@ class AnchorLocator(Locator, Origins):
     def _defs(self, path: str, file: FileText) -> tuple[treesitter.Definition, ...]:
         return self.index.definitions(path, file.text, key=file.blob_sha, hashes=file.hashes)
 
+    def _held_intact(self, citation: Citation, path: str, file: FileText,
+                     place: Location) -> bool:
+        """Whether the citation's anchor (as fingerprinted, not derived) names a
+        definition of ``file`` whose text is unchanged and holds ``place``: then those
+        lines are the cited code whatever the history says."""
+        anchor = citation.fingerprint.anchor
+        return anchor is not None and any(
+            d.text_hash == anchor.text_hash and d.contains(place.line_start, place.line_end)
+            for d in treesitter.find(self._defs(path, file), anchor.name))
+
+
 def _changed_place(citation: Citation, anchor: Anchor, definition: treesitter.Definition,
                    file: FileText, path: str, foreign: frozenset[int]) -> Location:
     """Where the cited code is now inside its changed definition: all of it when the
@@ -725,6 +745,14 @@ def _changed_place(citation: Citation, anchor: Anchor, definition: treesitter.De
     first = min(max(start + 1, lo), hi)
     last = min(first + len(hashes) - 1, hi)
     return Location(path, first, last)
+
+
+def _reads_are_requests(verifier: Verifier) -> bool:
+    """Whether reading the old file costs a request against a rate limit (GitHub), not a
+    local read: then parsing the new file, which the anchor needs, is the cheaper
+    evidence, and is asked first. Locally the old file is read first (parsing is the
+    dearer), as it always was, so local answers and their cost are unchanged."""
+    return isinstance(verifier.source, CountsRequests)
 
 
 def _whole_definition(citation: Citation) -> bool:

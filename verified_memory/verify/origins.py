@@ -15,7 +15,7 @@ commits, and a tree of a big repository is megabytes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -23,6 +23,7 @@ from verified_memory.anchors.hashing import BLANK
 from verified_memory.cache import BoundedCache
 from verified_memory.errors import NotFound
 from verified_memory.models import Citation, Location
+from verified_memory.sources.base import ListsChanges
 from verified_memory.verify import candidates
 from verified_memory.verify.alignment import line_origins, occurs_once, same_context, unheard_of
 from verified_memory.verify.files import FileText
@@ -180,14 +181,19 @@ class Origins:
         if not old_sha or old_sha == revision:
             return None
         def compute() -> tuple[candidates.ChangedFiles, dict[str, str]]:
-            old_tree = self._old_tree(verifier, old_sha)
+            listed = _listed_changes(verifier, old_sha, revision)
+            if listed is not None:  # no need to list the old tree
+                changed, known = [p for p in listed if p in tree], True
+            else:
+                old_tree = self._old_tree(verifier, old_sha)
+                before = old_tree or {}
+                changed = [p for p, blob in tree.items() if before.get(p) != blob]
+                known = old_tree is not None
             try:
-                renames = verifier.source.renames(old_sha, revision) if old_tree else []
+                renames = verifier.source.renames(old_sha, revision) if known else []
             except NotFound:  # the old commit is gone (rewritten history): no renames
                 renames = []
-            before = old_tree or {}
-            return (candidates.ChangedFiles([p for p, blob in tree.items()
-                                             if before.get(p) != blob]),
+            return (candidates.ChangedFiles(changed),
                     {r.old: r.new for r in renames if r.new})
 
         return self._diffs.get_or_compute((old_sha, revision), compute)
@@ -211,3 +217,16 @@ class Origins:
 
         return self._candidate_lists.get_or_compute((citation.sha, revision, citation.path),
                                                     compute)
+
+
+def _listed_changes(verifier: Verifier, old: str, new: str) -> Sequence[str] | None:
+    """The files changed from ``old`` to ``new`` as the source lists them (GitHub's
+    ``compare``, which the search asks for renames anyway), or None: then the old tree
+    is listed and diffed, a request more on GitHub."""
+    source = verifier.source
+    if not isinstance(source, ListsChanges):
+        return None
+    try:
+        return source.changed_paths(old, new)
+    except NotFound:
+        return None
