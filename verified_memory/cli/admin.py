@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 import sys
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
-from rich.text import Text
 
 from verified_memory.audit import describe, short_ids
 from verified_memory.cli.env import Env, common, running, say
@@ -20,6 +19,10 @@ from verified_memory.cli.render import Output
 from verified_memory.errors import ValidationError
 from verified_memory.models import EventKind, Memory, MemoryFilter, Status, Tombstone, utcnow
 from verified_memory.prompt import sanitize
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
 
 __all__ = ["COMMANDS", "parse_since"]
 
@@ -44,7 +47,15 @@ def parse_since(text: str | None) -> datetime | None:
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when
 
 
+def _table(title: str) -> Table:
+    from rich.table import Table  # rich only when a table is printed: start-up stays light
+
+    return Table(title=_plain(title), title_justify="left")
+
+
 def _plain(text: str) -> Text:
+    from rich.text import Text
+
     return Text(sanitize(text))
 
 
@@ -96,7 +107,7 @@ def _listing(out: Output, memories: list[Memory], title: str) -> None:
         out.out.print(_plain(f"{title}: none"))
         return
     short = short_ids([m.id for m in memories])
-    table = Table(title=_plain(title), title_justify="left")
+    table = _table(title)
     table.add_column("id", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("subject", overflow="fold", ratio=3)
@@ -118,7 +129,7 @@ def _tombstones(out: Output, stones: list[Tombstone], repo: str) -> None:
         out.out.print(_plain(f"forgotten in {repo}: none"))
         return
     short = short_ids([t.id for t in stones])
-    table = Table(title=_plain(f"forgotten in {repo}"), title_justify="left")
+    table = _table(f"forgotten in {repo}")
     table.add_column("id", no_wrap=True)
     table.add_column("was", no_wrap=True)
     table.add_column("forgotten", overflow="fold", ratio=1)
@@ -164,7 +175,7 @@ def log(env: Env, memory_id: str | None, repo: str | None, as_json: bool,
     if not events:
         env.out.out.print(_plain(f"{title}: no events"))
         return
-    table = Table(title=_plain(title), title_justify="left")
+    table = _table(title)
     table.add_column("when", no_wrap=True)
     table.add_column("who", overflow="fold", ratio=1)
     if memory_id is None:
