@@ -3,13 +3,12 @@ or its numbers as JSON (``--json``). It reads the store only: no code, no teleme
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from verified_memory.atomic import write_atomically
 from verified_memory.cli.env import Env, say
 from verified_memory.cli.render import Output
 from verified_memory.errors import VerifiedMemoryError
@@ -92,16 +91,6 @@ def _write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` whole or not at all (a reader never sees half a page),
     readable by its owner only, like the store it quotes."""
     try:
-        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        write_atomically(path, text, mode=0o600)
     except OSError as exc:
         raise VerifiedMemoryError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(partial, path)
-    except OSError as exc:
-        Path(partial).unlink(missing_ok=True)
-        raise VerifiedMemoryError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise

@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verified_memory.atomic import write_atomically
 from verified_memory.errors import ValidationError
 from verified_memory.gitstore import frontmatter
 from verified_memory.limits import IMPORT_LINE_MAX, load_json, too_long
@@ -204,14 +203,7 @@ def write_text(path: Path, text: str) -> bool:
     except FileNotFoundError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, text)  # a file of the repository: the umask decides, as git's
     return True
 
 
