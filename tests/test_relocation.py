@@ -1857,6 +1857,46 @@ def test_files_that_only_mention_the_name_are_not_parsed(
     assert sorted(set(parsed)) == ["pkg/engine.py", "pkg/z_money.py"]
 
 
+def test_files_that_cannot_hold_an_edited_copy_are_not_parsed(
+        history: History, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``compute_total`` is deleted, and an edited copy of it (one line of four
+    changed) lands in a new module; two changed modules still name it in a comment.
+    Nothing holds the cited code, so edited copies are looked for: the callers cannot
+    hold one (a plain function's name is no evidence, and they have none of its
+    lines), so they are never parsed; the copy is found, ``changed`` there."""
+    callers = "from pkg import engine\n\n\ndef {0}(cart):\n" \
+              "    return engine.total(cart)  # was compute_total\n"
+    history.start({"pkg/engine.py": "import math\n\n\n" + TOTAL,
+                   "pkg/a_orders.py": callers.format("order_total"),
+                   "pkg/b_quotes.py": callers.format("quote_total")})
+    whole = history.cite_text("pkg/engine.py", "import math\n\n\n" + TOTAL, TOTAL)
+    history.repo.write("pkg/engine.py", "import math\n\n\ndef total(cart):\n    return 0\n")
+    history.repo.write("pkg/z_money.py", "import decimal\n\n\n"
+                       + TOTAL.replace("* 0.1 if", "* 0.2 if"))
+    for path, name in (("pkg/a_orders.py", "order_total"), ("pkg/b_quotes.py", "quote_total")):
+        history.repo.write(path, callers.format(name).replace("cart)", "cart, 1)"))
+    history.repo.commit("drop compute_total")
+
+    parsed: list[str] = []
+    index = DefinitionIndex()
+    real = index.definitions
+
+    def definitions(path: str, text: str, key: str | None = None,
+                    hashes: Sequence[int] | None = None) -> tuple[Definition, ...]:
+        before = index.parses
+        found = real(path, text, key, hashes)
+        if index.parses > before:
+            parsed.append(path)
+        return found
+
+    monkeypatch.setattr(index, "definitions", definitions)
+    with LocalGitSource(history.repo.path) as source:
+        (result,) = Verifier(source, locator=AnchorLocator(index)).check(
+            [whole], source.resolve("HEAD"))
+    changed(result, "pkg/z_money.py", (4, 7))
+    assert sorted(set(parsed)) == ["pkg/engine.py", "pkg/z_money.py"]
+
+
 def test_bulk_check_through_the_library(history: History) -> None:
     s = GO
     history.start({s.path: s.text(), s.other: s.other_text()})

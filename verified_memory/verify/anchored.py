@@ -315,8 +315,9 @@ class AnchorLocator(Locator, Origins):
             # an edited copy can only matter when nothing holds the code, and the
             # definition is not still in its file (or the file that continues it)
             for order, path, moved in edits_only:
-                _note(self._named_in(verifier, citation, path, moved, False, renamed_from),
-                      order, found, edited)
+                if self._may_hold_edited(verifier, citation, moved):
+                    _note(self._named_in(verifier, citation, path, moved, False,
+                                         renamed_from), order, found, edited)
         if found:
             rank, _, check = min(found, key=_first_two)
             if rank > 0 and here is None and file is not None:
@@ -399,6 +400,33 @@ class AnchorLocator(Locator, Origins):
         wanted = {h for h in (old.line_hashes if old is not None
                               else citation.fingerprint.line_hashes) if h != BLANK}
         return 2 * sum(1 for h in wanted if file.positions(h)) >= len(wanted) > 0
+
+    def _may_hold_edited(self, verifier: Verifier, citation: Citation,
+                         file: FileText) -> bool:
+        """Whether ``_named_in`` can find an edited copy of the anchor's definition in
+        ``file``, another file that holds neither the old definition's text nor the
+        cited text (so the answer there could only be ``changed``), judged on its text
+        before parsing it. An edited copy elsewhere is a definition new there under
+        the anchor's exact qualified name (``fresh`` in ``_by_anchor``: not for a plain
+        function name, and every word of the name is in the text), or one with most
+        of the old definition's lines (``_resembles_old``: at least ``SAME_DEFINITION``
+        of them must be in the file). Neither possible: no parse, the same answer."""
+        anchor = citation.fingerprint.anchor
+        if anchor is None:
+            return False
+        if (naming.qualified(anchor.name) or not naming.is_function(anchor)) and all(
+                file.mentions(word) for word in naming.words(anchor.name)):
+            return True
+        try:
+            old = self._old_definition(verifier, citation)
+        except SourceUnavailable:
+            return True
+        if old is None:
+            return True  # nothing to resemble: any namesake passes ``_resembles_old``
+        wanted = [h for h in old.line_hashes if h != BLANK]
+        present = sum(1 for h in wanted if file.positions(h))
+        # resemblance counts matched lines over the longer definition: at most these
+        return bool(wanted) and present / len(wanted) >= SAME_DEFINITION
 
     def _best_possible(self, verifier: Verifier, citation: Citation,
                        file: FileText) -> int | None:
