@@ -1897,6 +1897,51 @@ def test_files_that_cannot_hold_an_edited_copy_are_not_parsed(
     assert sorted(set(parsed)) == ["pkg/engine.py", "pkg/z_money.py"]
 
 
+CART = src('''
+    class Cart:
+        def subtotal(self):
+            return sum(item.price for item in self.items)
+
+        def checkout(self, tax):
+            due = self.subtotal() * (1 + tax)
+            self.paid = due
+            return due
+''')
+
+
+def test_a_method_s_words_inside_longer_names_are_no_reason_to_parse(
+        history: History, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Cart.checkout`` is deleted; a changed module mentions ``Cart`` and
+    ``checkouts``, never ``checkout`` as a word of its own, so it cannot define
+    ``Cart.checkout`` anew and is not parsed: the code is ``missing``."""
+    report = "from pkg.cart import Cart\n\n\ndef {0}(carts: list[Cart]):\n" \
+             "    return len(carts)  # checkouts\n"
+    history.start({"pkg/cart.py": CART, "pkg/report.py": report.format("count")})
+    whole = history.cite_text("pkg/cart.py", CART, CART[CART.index("    def checkout"):])
+    history.repo.write("pkg/cart.py", CART[:CART.index("\n    def checkout")] + "\n")
+    history.repo.write("pkg/report.py", report.format("count_carts"))
+    history.repo.commit("drop checkout")
+
+    parsed: list[str] = []
+    index = DefinitionIndex()
+    real = index.definitions
+
+    def definitions(path: str, text: str, key: str | None = None,
+                    hashes: Sequence[int] | None = None) -> tuple[Definition, ...]:
+        before = index.parses
+        found = real(path, text, key, hashes)
+        if index.parses > before:
+            parsed.append(path)
+        return found
+
+    monkeypatch.setattr(index, "definitions", definitions)
+    with LocalGitSource(history.repo.path) as source:
+        (result,) = Verifier(source, locator=AnchorLocator(index)).check(
+            [whole], source.resolve("HEAD"))
+    missing(result)
+    assert sorted(set(parsed)) == ["pkg/cart.py"]
+
+
 def test_bulk_check_through_the_library(history: History) -> None:
     s = GO
     history.start({s.path: s.text(), s.other: s.other_text()})

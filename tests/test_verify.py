@@ -232,6 +232,21 @@ def test_mentions_answers_whether_a_word_is_in_the_text() -> None:
     assert file.mentions("fetch")
 
 
+def test_names_answers_whether_a_word_is_a_whole_word_of_the_text() -> None:
+    file = FileText.from_bytes("blob", "def run_e(rt):\n    return Runtime($run, _Run, café)\n"
+                                       .encode())
+    assert file is not None
+    assert file.names("run_e")
+    assert file.names("run")  # after "$", which is no word character
+    assert file.names("_Run")
+    assert file.names("café")
+    assert file.mentions("Run")
+    assert not file.names("Run")  # only inside "Runtime" and "_Run"
+    assert not file.names("caf")
+    assert not file.names("absent")
+    assert not file.names("Run")  # the kept answer, the same
+
+
 def test_prefetch_is_only_a_warm_up(tmp_path: Path) -> None:
     from verified_memory.sources import DictSource
     from verified_memory.verify.files import FileCache

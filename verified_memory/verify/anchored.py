@@ -408,14 +408,15 @@ class AnchorLocator(Locator, Origins):
         cited text (so the answer there could only be ``changed``), judged on its text
         before parsing it. An edited copy elsewhere is a definition new there under
         the anchor's exact qualified name (``fresh`` in ``_by_anchor``: not for a plain
-        function name, and every word of the name is in the text), or one with most
-        of the old definition's lines (``_resembles_old``: at least ``SAME_DEFINITION``
-        of them must be in the file). Neither possible: no parse, the same answer."""
+        function name, and every word of the name is a whole word of the text), or
+        one with most of the old definition's lines (``_resembles_old``: at least
+        ``SAME_DEFINITION`` of them must be in the file). Neither possible: no parse,
+        the same answer."""
         anchor = citation.fingerprint.anchor
         if anchor is None:
             return False
         if (naming.qualified(anchor.name) or not naming.is_function(anchor)) and all(
-                file.mentions(word) for word in naming.words(anchor.name)):
+                file.names(word) for word in naming.words(anchor.name)):
             return True
         try:
             old = self._old_definition(verifier, citation)

@@ -13,6 +13,7 @@ verifier reports for the citations of that file only.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -42,6 +43,7 @@ class FileText:
     _repeated: dict[int, list[int]] = field(default_factory=dict, repr=False)
     _squeezed: str | None = field(default=None, repr=False)
     _mentions: dict[str, bool] = field(default_factory=dict, repr=False)
+    _names: dict[str, bool] = field(default_factory=dict, repr=False)
     _hasher: TextHasher | None = field(default=None, repr=False)
 
     @classmethod
@@ -82,6 +84,17 @@ class FileText:
         found = self._mentions.get(word)
         if found is None:
             found = self._mentions[word] = word in self.text
+        return found
+
+    def names(self, word: str) -> bool:
+        """Whether ``word`` occurs in the text as a whole word (no word character, in
+        ``re``'s sense, on either side): the stricter ``mentions``, kept the same way.
+        A definition's name is spelled from the identifiers of its file, so each word
+        of it is a whole word there (``Run`` inside ``RunE`` or ``Runtime`` is not)."""
+        found = self._names.get(word)
+        if found is None:
+            found = self._names[word] = self.mentions(word) and re.search(
+                rf"(?<!\w){re.escape(word)}(?!\w)", self.text) is not None
         return found
 
     def hasher(self) -> TextHasher:
