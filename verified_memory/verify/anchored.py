@@ -54,7 +54,7 @@ provenance never has its file parsed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import replace
 
 import xxhash
@@ -717,7 +717,7 @@ class AnchorLocator(Locator, Origins):
         return text if xxhash.xxh3_64_hexdigest(text) == citation.snippet_hash else None
 
     def _similarity(self, verifier: Verifier, citation: Citation, file: FileText,
-                    place: Location, foreign: frozenset[int] = frozenset()) -> float:
+                    place: Location, foreign: Container[int] = frozenset()) -> float:
         """How much survives: line alignment, plus fuzzy credit for edited lines when
         the original text can still be read (the citation's own blob). ``foreign`` rows
         (other code that was already there) count as nothing."""
@@ -754,7 +754,7 @@ class AnchorLocator(Locator, Origins):
 
 
 def _changed_place(citation: Citation, anchor: Anchor, definition: treesitter.Definition,
-                   file: FileText, path: str, foreign: frozenset[int]) -> Location:
+                   file: FileText, path: str, foreign: Container[int]) -> Location:
     """Where the cited code is now inside its changed definition: all of it when the
     citation was the definition, else the window where most cited lines survive
     (lines may have been added above it), else the same offset as before."""
