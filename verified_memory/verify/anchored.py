@@ -73,7 +73,6 @@ from verified_memory.models import (
     Location,
     Outcome,
 )
-from verified_memory.sources.base import CountsRequests
 from verified_memory.verify import naming
 from verified_memory.verify.alignment import (
     all_in,
@@ -781,7 +780,7 @@ def _reads_are_requests(verifier: Verifier) -> bool:
     local read: then parsing the new file, which the anchor needs, is the cheaper
     evidence, and is asked first. Locally the old file is read first (parsing is the
     dearer), as it always was, so local answers and their cost are unchanged."""
-    return isinstance(verifier.source, CountsRequests)
+    return verifier.reads_are_requests
 
 
 def _whole_definition(citation: Citation) -> bool:

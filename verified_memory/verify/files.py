@@ -115,6 +115,9 @@ class FileCache:
 
     def __init__(self, source: CodeSource, max_files: int = 4096) -> None:
         self.source = source
+        # asked once: a check against a runtime protocol costs microseconds, and
+        # prefetch is asked for every group of candidates of every search
+        self._batches = source if isinstance(source, BatchReader) else None
         self._files: dict[str, FileText | None] = {}
         self._max = max_files
         self._failed: dict[str, SourceUnavailable | NotFound] = {}  # blob -> why unread
@@ -124,9 +127,9 @@ class FileCache:
         """Have the source read these blobs together, when it can (``BatchReader``):
         files about to be read one after another. Only a warm-up: a failure here is
         left for ``get`` to meet and report."""
-        if isinstance(self.source, BatchReader):
+        if self._batches is not None:
             with contextlib.suppress(SourceUnavailable):
-                self.source.read_blobs(sha for sha in blob_shas if sha not in self._files)
+                self._batches.read_blobs(sha for sha in blob_shas if sha not in self._files)
 
     def get(self, blob_sha: str) -> FileText | None:
         """The file's text, or None when it is too large, binary or not UTF-8 (then
