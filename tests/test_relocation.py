@@ -1810,6 +1810,24 @@ def test_each_file_is_read_once_and_only_changed_files_are_searched(
         assert first.outcome in (Outcome.VALID, Outcome.RELOCATED), (s.lang, first.detail)
 
 
+def parse_recorder(monkeypatch: pytest.MonkeyPatch) -> tuple[DefinitionIndex, list[str]]:
+    """An index, and the paths it really parses (not those answered from its cache)."""
+    parsed: list[str] = []
+    index = DefinitionIndex()
+    real = index.definitions
+
+    def definitions(path: str, text: str, key: str | None = None,
+                    hashes: Sequence[int] | None = None) -> tuple[Definition, ...]:
+        before = index.parses
+        found = real(path, text, key, hashes)
+        if index.parses > before:
+            parsed.append(path)
+        return found
+
+    monkeypatch.setattr(index, "definitions", definitions)
+    return index, parsed
+
+
 TOTAL = src('''
     def compute_total(items, tax):
         subtotal = sum(item.price * item.quantity for item in items)
@@ -1836,19 +1854,7 @@ def test_files_that_only_mention_the_name_are_not_parsed(
         history.repo.write(path, callers.format(name).replace("pkg.engine", "pkg.z_money"))
     history.repo.commit("move compute_total")
 
-    parsed: list[str] = []
-    index = DefinitionIndex()
-    real = index.definitions
-
-    def definitions(path: str, text: str, key: str | None = None,
-                    hashes: Sequence[int] | None = None) -> tuple[Definition, ...]:
-        before = index.parses
-        found = real(path, text, key, hashes)
-        if index.parses > before:
-            parsed.append(path)
-        return found
-
-    monkeypatch.setattr(index, "definitions", definitions)
+    index, parsed = parse_recorder(monkeypatch)
     with LocalGitSource(history.repo.path) as source:
         results = Verifier(source, locator=AnchorLocator(index)).check(
             [whole, window], source.resolve("HEAD"))
@@ -1877,19 +1883,7 @@ def test_files_that_cannot_hold_an_edited_copy_are_not_parsed(
         history.repo.write(path, callers.format(name).replace("cart)", "cart, 1)"))
     history.repo.commit("drop compute_total")
 
-    parsed: list[str] = []
-    index = DefinitionIndex()
-    real = index.definitions
-
-    def definitions(path: str, text: str, key: str | None = None,
-                    hashes: Sequence[int] | None = None) -> tuple[Definition, ...]:
-        before = index.parses
-        found = real(path, text, key, hashes)
-        if index.parses > before:
-            parsed.append(path)
-        return found
-
-    monkeypatch.setattr(index, "definitions", definitions)
+    index, parsed = parse_recorder(monkeypatch)
     with LocalGitSource(history.repo.path) as source:
         (result,) = Verifier(source, locator=AnchorLocator(index)).check(
             [whole], source.resolve("HEAD"))
@@ -1922,19 +1916,7 @@ def test_a_method_s_words_inside_longer_names_are_no_reason_to_parse(
     history.repo.write("pkg/report.py", report.format("count_carts"))
     history.repo.commit("drop checkout")
 
-    parsed: list[str] = []
-    index = DefinitionIndex()
-    real = index.definitions
-
-    def definitions(path: str, text: str, key: str | None = None,
-                    hashes: Sequence[int] | None = None) -> tuple[Definition, ...]:
-        before = index.parses
-        found = real(path, text, key, hashes)
-        if index.parses > before:
-            parsed.append(path)
-        return found
-
-    monkeypatch.setattr(index, "definitions", definitions)
+    index, parsed = parse_recorder(monkeypatch)
     with LocalGitSource(history.repo.path) as source:
         (result,) = Verifier(source, locator=AnchorLocator(index)).check(
             [whole], source.resolve("HEAD"))
