@@ -378,6 +378,33 @@ def test_each_ref_is_resolved_once_per_run(repo: GitRepo,
     assert len(resolved) < 10
 
 
+def test_the_rename_diff_is_started_ahead_and_collected(repo: GitRepo,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit whose cited files changed gets its rename diff started before its
+    citations are checked (git works meanwhile); the check collects that one process
+    and the answers do not change."""
+    started: list[list[str]] = []
+    real = subprocess.Popen
+
+    def spy(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        started.append([str(a) for a in args])
+        return real(args, **kwargs)
+
+    every = citations(repo)
+    monkeypatch.setattr(subprocess, "Popen", spy)
+    got = library_check(repo, every, AnchorLocator(DefinitionIndex(), derive_anchors=True))
+    assert got == expected()
+    diffs = [args for args in started if "diff-tree" in args]
+    assert len(diffs) == 1
+    assert first(repo) in diffs[0]
+    # the unchanged README alone starts none: nothing there can need it
+    started.clear()
+    readme = [c for c in every if c["id"] == "readme"]
+    assert library_check(repo, readme, AnchorLocator(DefinitionIndex(), derive_anchors=True)) \
+        == [r for r in expected() if r["id"] == "readme"]
+    assert not [args for args in started if "diff-tree" in args]
+
+
 # ----------------------------------------------------------------------------- workers
 
 

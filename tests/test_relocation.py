@@ -1810,6 +1810,24 @@ def test_each_file_is_read_once_and_only_changed_files_are_searched(
         assert first.outcome in (Outcome.VALID, Outcome.RELOCATED), (s.lang, first.detail)
 
 
+def parse_recorder(monkeypatch: pytest.MonkeyPatch) -> tuple[DefinitionIndex, list[str]]:
+    """An index, and the paths it really parses (not those answered from its cache)."""
+    parsed: list[str] = []
+    index = DefinitionIndex()
+    real = index.definitions
+
+    def definitions(path: str, text: str, key: str | None = None,
+                    hashes: Sequence[int] | None = None) -> tuple[Definition, ...]:
+        before = index.parses
+        found = real(path, text, key, hashes)
+        if index.parses > before:
+            parsed.append(path)
+        return found
+
+    monkeypatch.setattr(index, "definitions", definitions)
+    return index, parsed
+
+
 TOTAL = src('''
     def compute_total(items, tax):
         subtotal = sum(item.price * item.quantity for item in items)
@@ -1836,25 +1854,74 @@ def test_files_that_only_mention_the_name_are_not_parsed(
         history.repo.write(path, callers.format(name).replace("pkg.engine", "pkg.z_money"))
     history.repo.commit("move compute_total")
 
-    parsed: list[str] = []
-    index = DefinitionIndex()
-    real = index.definitions
-
-    def definitions(path: str, text: str, key: str | None = None,
-                    hashes: Sequence[int] | None = None) -> tuple[Definition, ...]:
-        before = index.parses
-        found = real(path, text, key, hashes)
-        if index.parses > before:
-            parsed.append(path)
-        return found
-
-    monkeypatch.setattr(index, "definitions", definitions)
+    index, parsed = parse_recorder(monkeypatch)
     with LocalGitSource(history.repo.path) as source:
         results = Verifier(source, locator=AnchorLocator(index)).check(
             [whole, window], source.resolve("HEAD"))
     moved(results[0], "pkg/z_money.py", (4, 7))
     moved(results[1], "pkg/z_money.py", (5, 6))
     assert sorted(set(parsed)) == ["pkg/engine.py", "pkg/z_money.py"]
+
+
+def test_files_that_cannot_hold_an_edited_copy_are_not_parsed(
+        history: History, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``compute_total`` is deleted, and an edited copy of it (one line of four
+    changed) lands in a new module; two changed modules still name it in a comment.
+    Nothing holds the cited code, so edited copies are looked for: the callers cannot
+    hold one (a plain function's name is no evidence, and they have none of its
+    lines), so they are never parsed; the copy is found, ``changed`` there."""
+    callers = "from pkg import engine\n\n\ndef {0}(cart):\n" \
+              "    return engine.total(cart)  # was compute_total\n"
+    history.start({"pkg/engine.py": "import math\n\n\n" + TOTAL,
+                   "pkg/a_orders.py": callers.format("order_total"),
+                   "pkg/b_quotes.py": callers.format("quote_total")})
+    whole = history.cite_text("pkg/engine.py", "import math\n\n\n" + TOTAL, TOTAL)
+    history.repo.write("pkg/engine.py", "import math\n\n\ndef total(cart):\n    return 0\n")
+    history.repo.write("pkg/z_money.py", "import decimal\n\n\n"
+                       + TOTAL.replace("* 0.1 if", "* 0.2 if"))
+    for path, name in (("pkg/a_orders.py", "order_total"), ("pkg/b_quotes.py", "quote_total")):
+        history.repo.write(path, callers.format(name).replace("cart)", "cart, 1)"))
+    history.repo.commit("drop compute_total")
+
+    index, parsed = parse_recorder(monkeypatch)
+    with LocalGitSource(history.repo.path) as source:
+        (result,) = Verifier(source, locator=AnchorLocator(index)).check(
+            [whole], source.resolve("HEAD"))
+    changed(result, "pkg/z_money.py", (4, 7))
+    assert sorted(set(parsed)) == ["pkg/engine.py", "pkg/z_money.py"]
+
+
+CART = src('''
+    class Cart:
+        def subtotal(self):
+            return sum(item.price for item in self.items)
+
+        def checkout(self, tax):
+            due = self.subtotal() * (1 + tax)
+            self.paid = due
+            return due
+''')
+
+
+def test_a_method_s_words_inside_longer_names_are_no_reason_to_parse(
+        history: History, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Cart.checkout`` is deleted; a changed module mentions ``Cart`` and
+    ``checkouts``, never ``checkout`` as a word of its own, so it cannot define
+    ``Cart.checkout`` anew and is not parsed: the code is ``missing``."""
+    report = "from pkg.cart import Cart\n\n\ndef {0}(carts: list[Cart]):\n" \
+             "    return len(carts)  # checkouts\n"
+    history.start({"pkg/cart.py": CART, "pkg/report.py": report.format("count")})
+    whole = history.cite_text("pkg/cart.py", CART, CART[CART.index("    def checkout"):])
+    history.repo.write("pkg/cart.py", CART[:CART.index("\n    def checkout")] + "\n")
+    history.repo.write("pkg/report.py", report.format("count_carts"))
+    history.repo.commit("drop checkout")
+
+    index, parsed = parse_recorder(monkeypatch)
+    with LocalGitSource(history.repo.path) as source:
+        (result,) = Verifier(source, locator=AnchorLocator(index)).check(
+            [whole], source.resolve("HEAD"))
+    missing(result)
+    assert sorted(set(parsed)) == ["pkg/cart.py"]
 
 
 def test_bulk_check_through_the_library(history: History) -> None:

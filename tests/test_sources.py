@@ -381,6 +381,59 @@ def test_renames_with_an_edit_reports_similarity(repo: GitRepo, source: LocalGit
     assert 50 <= rename.similarity < 100
 
 
+def _diff_trees(spy: PopenSpy) -> list[subprocess.Popen[bytes]]:
+    return [p for p in spy.started if "diff-tree" in list(map(str, p.args))]  # type: ignore[arg-type]
+
+
+def test_prefetched_renames_are_collected_not_run_again(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = repo.head
+    repo.move("src/app.py", "src/main.py")
+    repo.remove("README.md")
+    new = repo.commit("move and delete")
+    with LocalGitSource(repo.path) as direct:
+        expected = direct.renames(old, new)
+    spy = PopenSpy(monkeypatch)
+    with LocalGitSource(repo.path) as source:
+        # the same pair twice, and pairs that are not full shas: one process
+        source.prefetch_renames([(old, new), (old, new), ("HEAD", new), (old, "nope")])
+        assert len(_diff_trees(spy)) == 1
+        assert source.renames(old, new) == expected
+        assert source.renames(old, "HEAD") == expected  # cached
+        assert len(_diff_trees(spy)) == 1
+        source.prefetch_renames([(old, new)])  # answered already: nothing started
+        assert len(_diff_trees(spy)) == 1
+
+
+def test_prefetched_renames_are_bounded_and_stopped_by_close(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commits = [repo.head]
+    for i in range(6):
+        repo.write(f"f{i}.txt", f"{i}\n")
+        commits.append(repo.commit(f"c{i}"))
+    spy = PopenSpy(monkeypatch)
+    source = LocalGitSource(repo.path)
+    source.prefetch_renames((c, commits[-1]) for c in commits[:-1])
+    started = _diff_trees(spy)
+    assert len(started) == 4  # at most _PENDING_DIFFS git processes waiting
+    source.close()
+    assert all(p.poll() is not None for p in started)  # none left running
+    assert source.renames(commits[0], commits[-1]) == ()  # still answers, after close
+
+
+def test_a_prefetched_diff_of_an_unknown_commit_still_says_not_found(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = PopenSpy(monkeypatch)
+    with LocalGitSource(repo.path) as source:
+        source.prefetch_renames([("0" * 40, repo.head)])  # git will refuse it
+        with pytest.raises(NotFound, match="does not exist"):
+            source.renames("0" * 40, repo.head)
+    assert all(p.poll() is not None for p in _diff_trees(spy))  # stopped by close
+
+
 def test_renames_of_unknown_revision(source: LocalGitSource) -> None:
     with pytest.raises(NotFound):
         source.renames("HEAD", "nope")

@@ -232,6 +232,53 @@ def test_mentions_answers_whether_a_word_is_in_the_text() -> None:
     assert file.mentions("fetch")
 
 
+def test_names_answers_whether_a_word_is_a_whole_word_of_the_text() -> None:
+    file = FileText.from_bytes("blob", "def run_e(rt):\n    return Runtime($run, _Run, café)\n"
+                                       .encode())
+    assert file is not None
+    assert file.names("run_e")
+    assert file.names("run")  # after "$", which is no word character
+    assert file.names("_Run")
+    assert file.names("café")
+    assert file.mentions("Run")
+    assert not file.names("Run")  # only inside "Runtime" and "_Run"
+    assert not file.names("caf")
+    assert not file.names("absent")
+    assert not file.names("Run")  # the kept answer, the same
+
+
+def test_foreign_rows_align_only_when_a_row_could_be_one() -> None:
+    """Rows the alignment keeps from old lines other than the cited ones: a row whose
+    line the old file has nowhere but in the cited rows is ruled out without aligning;
+    one that could be foreign aligns the files once, and the answer is the
+    alignment's."""
+    from verified_memory.verify.origins import ForeignRows, Origins, _Base
+
+    old = FileText.from_bytes("old", b"a = 1\nb = 2\nc = 3\nreturn\n")
+    new = FileText.from_bytes("new", b"b = 2\nx = 9\n\nc = 3\nreturn\n")
+    assert old is not None
+    assert new is not None
+    origins = Origins()
+    aligned: list[int] = []
+    real = origins._origins_of
+    origins._origins_of = lambda o, n: aligned.append(1) or real(o, n)  # type: ignore[method-assign]
+    rows = origins._foreign_rows(_Base(old, (1, 2)), new)  # b = 2 and c = 3 were cited
+    assert 0 not in rows  # b = 2: only ever in the cited rows
+    assert 1 not in rows  # x = 9: not in the old file
+    assert 2 not in rows  # blank
+    assert 3 not in rows  # c = 3: cited
+    assert aligned == []
+    assert 4 in rows  # return: kept from old row 3, which was not cited
+    assert aligned == [1]
+    assert 0 not in rows
+    with_siblings = origins._foreign_rows(_Base(old, (1, 2)), new) | frozenset({1})
+    assert 1 in with_siblings
+    assert 4 in with_siblings
+    assert aligned == [1]  # the alignment is kept per pair of blobs
+    assert 0 not in ForeignRows.none()
+    assert 0 in ForeignRows.none() | frozenset({0})
+
+
 def test_prefetch_is_only_a_warm_up(tmp_path: Path) -> None:
     from verified_memory.sources import DictSource
     from verified_memory.verify.files import FileCache

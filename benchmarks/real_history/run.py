@@ -229,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the tables to this file")
     parser.add_argument("--failures", type=Path,
                         help="write every wrong answer (ours and git diff) as JSON lines")
+    parser.add_argument("--answers", type=Path,
+                        help="write every answer of ours as JSON lines (to compare two runs)")
     args = parser.parse_args(argv)
     if args.quick:
         args.news, args.olds, args.per_pair = 2, 3, 20
@@ -269,6 +271,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                                              "cite": asdict(c.cite), "label": asdict(c.label),
                                              "ours_said": c.ours, "git_diff_said": c.base})
                                  + "\n")
+    if args.answers:
+        with args.answers.open("w") as fh:
+            for _, cases, _, _ in per_repo:
+                for c in cases:
+                    fh.write(json.dumps({"cite": c.cite.id, "expect": c.label.expect,
+                                         "ours_said": c.ours}, sort_keys=True) + "\n")
     return 0
 
 

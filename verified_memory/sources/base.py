@@ -30,6 +30,7 @@ __all__ = [
     "DescribesEntries",
     "ListsChanges",
     "MainLine",
+    "PrefetchesRenames",
     "Rename",
     "Reopenable",
     "SourceFactory",
@@ -142,6 +143,16 @@ class BatchReader(Protocol):
 
     def read_blobs(self, blob_shas: Iterable[str]) -> None:
         """Warm the source's cache with these blobs; ``read_blob`` then answers."""
+
+
+@runtime_checkable
+class PrefetchesRenames(Protocol):
+    """A source that can start looking for renames between commits ahead of need
+    (``git diff-tree`` running on another core while the verifier reads and parses)."""
+
+    def prefetch_renames(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Start finding the renames of these (old, new) commit pairs; ``renames`` then
+        answers from what was started. A warm-up only: failures are left to ``renames``."""
 
 
 @runtime_checkable

@@ -53,6 +53,9 @@ _DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 #: 64 KiB a pipe holds, so writing them never waits for git to read.
 _BATCH = 512
 _MAX_CACHED_TREES = 16  # a long-lived server sees HEAD move; keep the recent ones only
+#: Rename diffs started ahead of need (``prefetch_renames``) and not collected yet, at
+#: most: each is a git process, and a bulk check may cite hundreds of commits.
+_PENDING_DIFFS = 4
 
 
 def git_env() -> dict[str, str]:
@@ -297,7 +300,11 @@ class LocalGitSource(ClosingSource):
         # What the trees leave out: symbolic links, submodules.
         self._special: BoundedCache[str, dict[str, str]] = BoundedCache(_MAX_CACHED_TREES)
         self._renames: dict[tuple[str, str], tuple[Rename, ...]] = {}
-        self._cache_lock = threading.Lock()  # guards _renames, _main_lines and _contained
+        # diffs started by ``prefetch_renames``, collected by ``renames`` (or stopped
+        # by ``close``, or when the source is garbage-collected)
+        self._pending: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
+        weakref.finalize(self, _stop_all, self._pending)
+        self._cache_lock = threading.Lock()  # guards _renames, _pending, _main_lines, _contained
         self._main_lines: dict[str | None, MainLine | None] = {}
         self._contained: dict[tuple[str, str], bool] = {}  # (commit, tip) -> contained
 
@@ -313,6 +320,8 @@ class LocalGitSource(ClosingSource):
         """Stop the cat-file process. Safe to call twice; a later call starts a new one."""
         with self._lock:
             self._catfile.close()
+        with self._cache_lock:
+            _stop_all(self._pending)
 
     # ------------------------------------------------------------------ the Protocol
 
@@ -393,17 +402,19 @@ class LocalGitSource(ClosingSource):
 
         Uses ``git diff-tree -M``, the plumbing twin of ``git diff --name-status -M``,
         because plumbing ignores user configuration (``color.ui``, ``diff.relative``)
-        that could change the output we parse.
+        that could change the output we parse. A diff ``prefetch_renames`` started is
+        collected rather than run again.
         """
         key = (self.resolve(old_revision), self.resolve(new_revision))
         with self._cache_lock:
             cached = self._renames.get(key)
+            started = self._pending.pop(key, None)
         if cached is not None:
             return cached
-        proc = run_git(
-            self.path, "diff-tree", "-r", "-z", "--name-status", "--find-renames",
-            "--diff-filter=DR", key[0], key[1], "--",
-        )
+        if started is not None:
+            proc = _collect(started, self.path)
+        else:
+            proc = run_git(self.path, *_diff_tree(*key))
         if proc.returncode != 0:
             raise SourceUnavailable(
                 f"git diff-tree {key[0][:12]} {key[1][:12]} failed in {self.path}: "
@@ -412,6 +423,27 @@ class LocalGitSource(ClosingSource):
         found = tuple(parse_name_status(proc.stdout))
         with self._cache_lock:
             return self._renames.setdefault(key, found)
+
+    def prefetch_renames(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Start ``git diff-tree`` for these (old, new) pairs of full commit shas in the
+        background, up to ``_PENDING_DIFFS`` at a time, so that git looks for renames
+        on another core while the verifier reads and parses; ``renames`` collects the
+        answer. A warm-up only: a pair that is not two full shas, or a git that cannot
+        start, is left for ``renames`` to meet."""
+        with self._cache_lock:
+            for key in dict.fromkeys(pairs):
+                if len(self._pending) >= _PENDING_DIFFS:
+                    return
+                if key in self._renames or key in self._pending or not all(
+                        isinstance(sha, str) and FULL_SHA.fullmatch(sha) for sha in key):
+                    continue
+                try:
+                    self._pending[key] = subprocess.Popen(
+                        git_command(self.path, *_diff_tree(*key)),
+                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, env=git_env())
+                except OSError:
+                    return
 
     def main_line(self, branch: str | None = None) -> MainLine | None:
         """``origin``'s default branch as last fetched (``sources/history.py``), or
@@ -459,6 +491,35 @@ class LocalGitSource(ClosingSource):
         files = parse_ls_tree(proc.stdout, special)
         self._special.put(commit, special)
         return files
+
+
+def _diff_tree(old: str, new: str) -> tuple[str, ...]:
+    """The arguments of the rename diff between two commits."""
+    return ("diff-tree", "-r", "-z", "--name-status", "--find-renames", "--diff-filter=DR",
+            old, new, "--")
+
+
+def _collect(proc: subprocess.Popen[bytes], path: Path,
+             timeout: float = _DEFAULT_TIMEOUT) -> subprocess.CompletedProcess[bytes]:
+    """A git process started in the background, run to its end (as ``run_git`` would
+    have run it)."""
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        proc.kill()
+        proc.communicate()
+        raise SourceUnavailable(f"git diff-tree in {path} took longer than {timeout:g}s") \
+            from exc
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def _stop_all(pending: dict[tuple[str, str], subprocess.Popen[bytes]]) -> None:
+    """Stop the background diffs nobody collected (their answers are not needed)."""
+    while pending:
+        _, proc = pending.popitem()
+        with contextlib.suppress(OSError):
+            proc.kill()
+        proc.communicate()
 
 
 def parse_ls_tree(output: bytes, special: dict[str, str] | None = None) -> dict[str, str]:

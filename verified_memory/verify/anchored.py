@@ -54,7 +54,7 @@ provenance never has its file parsed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import replace
 
 import xxhash
@@ -73,7 +73,6 @@ from verified_memory.models import (
     Location,
     Outcome,
 )
-from verified_memory.sources.base import CountsRequests
 from verified_memory.verify import naming
 from verified_memory.verify.alignment import (
     all_in,
@@ -315,8 +314,9 @@ class AnchorLocator(Locator, Origins):
             # an edited copy can only matter when nothing holds the code, and the
             # definition is not still in its file (or the file that continues it)
             for order, path, moved in edits_only:
-                _note(self._named_in(verifier, citation, path, moved, False, renamed_from),
-                      order, found, edited)
+                if self._may_hold_edited(verifier, citation, moved):
+                    _note(self._named_in(verifier, citation, path, moved, False,
+                                         renamed_from), order, found, edited)
         if found:
             rank, _, check = min(found, key=_first_two)
             if rank > 0 and here is None and file is not None:
@@ -399,6 +399,34 @@ class AnchorLocator(Locator, Origins):
         wanted = {h for h in (old.line_hashes if old is not None
                               else citation.fingerprint.line_hashes) if h != BLANK}
         return 2 * sum(1 for h in wanted if file.positions(h)) >= len(wanted) > 0
+
+    def _may_hold_edited(self, verifier: Verifier, citation: Citation,
+                         file: FileText) -> bool:
+        """Whether ``_named_in`` can find an edited copy of the anchor's definition in
+        ``file``, another file that holds neither the old definition's text nor the
+        cited text (so the answer there could only be ``changed``), judged on its text
+        before parsing it. An edited copy elsewhere is a definition new there under
+        the anchor's exact qualified name (``fresh`` in ``_by_anchor``: not for a plain
+        function name, and every word of the name is a whole word of the text), or
+        one with most of the old definition's lines (``_resembles_old``: at least
+        ``SAME_DEFINITION`` of them must be in the file). Neither possible: no parse,
+        the same answer."""
+        anchor = citation.fingerprint.anchor
+        if anchor is None:
+            return False
+        if (naming.qualified(anchor.name) or not naming.is_function(anchor)) and all(
+                file.names(word) for word in naming.words(anchor.name)):
+            return True
+        try:
+            old = self._old_definition(verifier, citation)
+        except SourceUnavailable:
+            return True
+        if old is None:
+            return True  # nothing to resemble: any namesake passes ``_resembles_old``
+        wanted = [h for h in old.line_hashes if h != BLANK]
+        present = sum(1 for h in wanted if file.positions(h))
+        # resemblance counts matched lines over the longer definition: at most these
+        return bool(wanted) and present / len(wanted) >= SAME_DEFINITION
 
     def _best_possible(self, verifier: Verifier, citation: Citation,
                        file: FileText) -> int | None:
@@ -688,7 +716,7 @@ class AnchorLocator(Locator, Origins):
         return text if xxhash.xxh3_64_hexdigest(text) == citation.snippet_hash else None
 
     def _similarity(self, verifier: Verifier, citation: Citation, file: FileText,
-                    place: Location, foreign: frozenset[int] = frozenset()) -> float:
+                    place: Location, foreign: Container[int] = frozenset()) -> float:
         """How much survives: line alignment, plus fuzzy credit for edited lines when
         the original text can still be read (the citation's own blob). ``foreign`` rows
         (other code that was already there) count as nothing."""
@@ -725,7 +753,7 @@ class AnchorLocator(Locator, Origins):
 
 
 def _changed_place(citation: Citation, anchor: Anchor, definition: treesitter.Definition,
-                   file: FileText, path: str, foreign: frozenset[int]) -> Location:
+                   file: FileText, path: str, foreign: Container[int]) -> Location:
     """Where the cited code is now inside its changed definition: all of it when the
     citation was the definition, else the window where most cited lines survive
     (lines may have been added above it), else the same offset as before."""
@@ -752,7 +780,7 @@ def _reads_are_requests(verifier: Verifier) -> bool:
     local read: then parsing the new file, which the anchor needs, is the cheaper
     evidence, and is asked first. Locally the old file is read first (parsing is the
     dearer), as it always was, so local answers and their cost are unchanged."""
-    return isinstance(verifier.source, CountsRequests)
+    return verifier.reads_are_requests
 
 
 def _whole_definition(citation: Citation) -> bool:

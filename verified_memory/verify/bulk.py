@@ -33,7 +33,7 @@ from verified_memory.errors import (
     VerifiedMemoryError,
 )
 from verified_memory.models import CitationCheck, Outcome, parse_citation
-from verified_memory.sources.base import BatchReader, CodeSource, Reopenable
+from verified_memory.sources.base import BatchReader, CodeSource, PrefetchesRenames, Reopenable
 from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
@@ -154,7 +154,7 @@ def _check(source: CodeSource, items: Iterable[Item], ref: str, revision: str,
     # a ref names one commit for the whole run (and a full sha forever): resolve it once
     resolve = functools.lru_cache(maxsize=_REFS_CACHE)(source.resolve)
     with_anchor = verifier.locator is None or not verifier.locator.derive_anchors
-    for item_id, data in _read_ahead(items, files, resolve, source, tree):
+    for item_id, data in _read_ahead(items, files, resolve, source, revision, tree):
         if isinstance(data, str):
             yield CheckedCitation(item_id, None, error=data)
             continue
@@ -178,11 +178,14 @@ def _check(source: CodeSource, items: Iterable[Item], ref: str, revision: str,
 
 
 def _read_ahead(items: Iterable[Item], files: FileCache, resolve: Callable[[str], str],
-                source: CodeSource, tree: Mapping[str, str]) -> Iterator[Item]:
+                source: CodeSource, revision: str,
+                tree: Mapping[str, str]) -> Iterator[Item]:
     """The items, unchanged, in groups; before each group is checked, the files it will
     read (both sides of each cited file that changed) are fetched together, when the
-    source can (``BatchReader``). Best effort: whatever cannot be resolved here is
-    reported by the check.
+    source can (``BatchReader``), and the search for renames since each commit whose
+    cited files changed or left is started (``PrefetchesRenames``: step 4 of the ladder
+    asks for it, and git finds them on another core meanwhile). Best effort: whatever
+    cannot be resolved here is reported by the check.
 
     A group is at most ``_READ_AHEAD`` citations of at most ``_READ_AHEAD_COMMITS``
     commits, so the trees listed here are still in the source's cache when the check
@@ -192,17 +195,25 @@ def _read_ahead(items: Iterable[Item], files: FileCache, resolve: Callable[[str]
         return
     for group in _groups(items):
         wanted: list[str] = []
+        moved: list[tuple[str, str]] = []  # (commit, revision) pairs whose files changed
         for _, data in group:
             path, sha = (data.get("path"), data.get("sha")) if isinstance(data, Mapping) \
                 else (None, None)
-            if not isinstance(path, str) or not isinstance(sha, str) or path not in tree:
+            if not isinstance(path, str) or not isinstance(sha, str):
                 continue
             try:
-                old = source.tree(resolve(sha)).get(path)
+                commit = resolve(sha)
+                old = source.tree(commit).get(path)
             except VerifiedMemoryError:
                 continue
-            if old is not None and old != tree[path]:
+            if old is None or old == tree.get(path):
+                continue
+            if commit != revision:
+                moved.append((commit, revision))
+            if path in tree:
                 wanted += (old, tree[path])
+        if moved and isinstance(source, PrefetchesRenames):
+            source.prefetch_renames(moved)
         if wanted:
             files.prefetch(wanted)
         yield from group

@@ -13,6 +13,7 @@ verifier reports for the citations of that file only.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -42,6 +43,7 @@ class FileText:
     _repeated: dict[int, list[int]] = field(default_factory=dict, repr=False)
     _squeezed: str | None = field(default=None, repr=False)
     _mentions: dict[str, bool] = field(default_factory=dict, repr=False)
+    _names: dict[str, bool] = field(default_factory=dict, repr=False)
     _hasher: TextHasher | None = field(default=None, repr=False)
 
     @classmethod
@@ -84,6 +86,17 @@ class FileText:
             found = self._mentions[word] = word in self.text
         return found
 
+    def names(self, word: str) -> bool:
+        """Whether ``word`` occurs in the text as a whole word (no word character, in
+        ``re``'s sense, on either side): the stricter ``mentions``, kept the same way.
+        A definition's name is spelled from the identifiers of its file, so each word
+        of it is a whole word there (``Run`` inside ``RunE`` or ``Runtime`` is not)."""
+        found = self._names.get(word)
+        if found is None:
+            found = self._names[word] = self.mentions(word) and re.search(
+                rf"(?<!\w){re.escape(word)}(?!\w)", self.text) is not None
+        return found
+
     def hasher(self) -> TextHasher:
         """The file's lines as ``text_hash`` sees them (built once, on first use)."""
         if self._hasher is None:
@@ -102,6 +115,9 @@ class FileCache:
 
     def __init__(self, source: CodeSource, max_files: int = 4096) -> None:
         self.source = source
+        # asked once: a check against a runtime protocol costs microseconds, and
+        # prefetch is asked for every group of candidates of every search
+        self._batches = source if isinstance(source, BatchReader) else None
         self._files: dict[str, FileText | None] = {}
         self._max = max_files
         self._failed: dict[str, SourceUnavailable | NotFound] = {}  # blob -> why unread
@@ -111,9 +127,9 @@ class FileCache:
         """Have the source read these blobs together, when it can (``BatchReader``):
         files about to be read one after another. Only a warm-up: a failure here is
         left for ``get`` to meet and report."""
-        if isinstance(self.source, BatchReader):
+        if self._batches is not None:
             with contextlib.suppress(SourceUnavailable):
-                self.source.read_blobs(sha for sha in blob_shas if sha not in self._files)
+                self._batches.read_blobs(sha for sha in blob_shas if sha not in self._files)
 
     def get(self, blob_sha: str) -> FileText | None:
         """The file's text, or None when it is too large, binary or not UTF-8 (then

@@ -34,7 +34,7 @@ from verified_memory import budget as budgets
 from verified_memory.anchors.hashing import BLANK
 from verified_memory.errors import NotFound, SourceUnavailable
 from verified_memory.models import Citation, CitationCheck, Location, Outcome
-from verified_memory.sources.base import CodeSource, DescribesEntries
+from verified_memory.sources.base import CodeSource, CountsRequests, DescribesEntries
 from verified_memory.verify.files import FileCache, FileText
 
 __all__ = [
@@ -150,6 +150,9 @@ class Verifier:
         self.source = source
         self.files = FileCache(source)
         self.locator = locator
+        #: Whether each read costs a request against a rate limit (asked once: a check
+        #: against a runtime protocol costs microseconds, and the locator asks often).
+        self.reads_are_requests = isinstance(source, CountsRequests)
         self._unread_trees: dict[str, SourceUnavailable] = {}  # asked once per run
 
     def check(self, citations: Sequence[Citation], revision: str) -> list[CitationCheck]:

@@ -15,7 +15,7 @@ commits, and a tree of a big repository is megabytes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -29,7 +29,7 @@ from verified_memory.verify.alignment import line_origins, occurs_once, same_con
 from verified_memory.verify.files import FileText
 from verified_memory.verify.ladder import Verifier
 
-__all__ = ["Origins", "Provenance"]
+__all__ = ["ForeignRows", "Origins", "Provenance"]
 
 #: Line alignments kept per locator (each is one int per line of the new file).
 _ORIGINS_CACHE = 256
@@ -38,6 +38,38 @@ _CANDIDATE_LISTS = 256
 #: Old trees and (old commit, revision) diffs kept per locator: a bulk check cites
 #: many commits, and a tree of a big repository is megabytes.
 _TREES_CACHE = 32
+
+
+class ForeignRows:
+    """Rows of a file that are other code (``Origins._foreign_rows``), and any rows
+    added with ``|``, as a set that is only asked ``row in rows``: each row is first
+    judged by its line alone (``maybe``), and the line alignment (``compute``, the
+    dear part) runs only when that cannot rule the row out."""
+
+    __slots__ = ("_compute", "_extra", "_known", "_maybe")
+
+    def __init__(self, maybe: Callable[[int], bool], compute: Callable[[], frozenset[int]],
+                 extra: frozenset[int] = frozenset()) -> None:
+        self._maybe = maybe
+        self._compute = compute
+        self._extra = extra
+        self._known: frozenset[int] | None = None
+
+    @classmethod
+    def none(cls) -> ForeignRows:
+        return cls(lambda _row: False, frozenset)
+
+    def __contains__(self, row: object) -> bool:
+        if row in self._extra:
+            return True
+        if self._known is None:
+            if not isinstance(row, int) or not self._maybe(row):
+                return False
+            self._known = self._compute()
+        return row in self._known
+
+    def __or__(self, rows: frozenset[int]) -> ForeignRows:
+        return ForeignRows(self._maybe, self._compute, self._extra | rows)
 
 
 class Provenance(Enum):
@@ -135,11 +167,13 @@ class Origins:
             return Provenance.OTHER
         return Provenance.ADDED
 
-    def _foreign_rows(self, base: _Base | None, file: FileText) -> frozenset[int]:
+    def _foreign_rows(self, base: _Base | None, file: FileText) -> ForeignRows:
         """Rows of ``file`` (0-based) that the alignment keeps from old lines other than
-        the cited ones: whatever they read, they are not what is left of the cited code."""
+        the cited ones: whatever they read, they are not what is left of the cited code.
+        Asked row by row (``ForeignRows``): the files are aligned only when a row asked
+        about could be one."""
         if base is None or base.old is None:
-            return frozenset()
+            return ForeignRows.none()
         lo, hi = base.cited if base.cited is not None else (-1, -1)
         old = base.old
 
@@ -148,7 +182,17 @@ class Origins:
             return frozenset() if origins is None else frozenset(
                 i for i, row in enumerate(origins) if row >= 0 and not lo <= row <= hi)
 
-        return self._foreign.get_or_compute((old.blob_sha, file.blob_sha, lo, hi), compute)
+        def maybe(row: int) -> bool:
+            # the alignment keeps a non-blank row from an old row with the same line
+            # only; none outside the cited rows: the row cannot be foreign
+            line = file.hashes[row]
+            if line == BLANK:
+                return False
+            rows = old.positions(line)
+            return bool(rows) and (rows[0] < lo or rows[-1] > hi)
+
+        return ForeignRows(maybe, lambda: self._foreign.get_or_compute(
+            (old.blob_sha, file.blob_sha, lo, hi), compute))
 
     def _origins_of(self, old: FileText, new: FileText) -> tuple[int, ...] | None:
         return self._origins.get_or_compute((old.blob_sha, new.blob_sha),
