@@ -265,9 +265,15 @@ _INSERT_CITATION = (
     f"INSERT INTO agent_memory_citation ({', '.join(CITATION_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in CITATION_COLUMNS)})"
 )
-_INSERT_EVENT = (
-    f"INSERT INTO agent_memory_telemetry ({', '.join(EVENT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in EVENT_COLUMNS)})"
+#: Events are written by one statement over a JSON array of their rows, not by one
+#: statement a row: the telemetry table's triggers (the dashboard's counts) make SQLite
+#: keep a statement journal for each statement it runs, and for a verification pass's
+#: 66,000 events, one statement each, that journal cost more than the inserts (2.9 s
+#: against 1.3 s as one statement).
+_INSERT_EVENTS = (
+    f"INSERT INTO agent_memory_telemetry ({', '.join(EVENT_COLUMNS)}) SELECT "
+    + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(len(EVENT_COLUMNS)))
+    + " FROM json_each(?) ORDER BY key"
 )
 _SELECT_CITATIONS = (
     f"SELECT {', '.join(CITATION_COLUMNS)} FROM agent_memory_citation "
@@ -328,7 +334,7 @@ class SQLiteStore(ClosingStore):
         event_rows = [event_values(e) for e in events]
         with self._write("adding a memory") as conn:
             self._insert_memory(conn, memory, rows)
-            conn.executemany(_INSERT_EVENT, event_rows)
+            _insert_events(conn, event_rows)
 
     def supersede(
         self, old_id: str, new: Memory, events: Sequence[TelemetryEvent] = ()
@@ -354,7 +360,7 @@ class SQLiteStore(ClosingStore):
                 "UPDATE agent_memory SET status = ?, superseded_by = ? WHERE id = ?",
                 (Status.SUPERSEDED.value, new.id, old_id),
             )
-            conn.executemany(_INSERT_EVENT, event_rows)
+            _insert_events(conn, event_rows)
 
     def apply(self, transitions: Sequence[Transition]) -> list[bool]:
         prepared = [_prepare(t) for t in transitions]
@@ -406,7 +412,7 @@ class SQLiteStore(ClosingStore):
                                  [(memory_id,) for memory_id in rewritten])
                 conn.executemany(_INSERT_CITATION,
                                  [row for rows in rewritten.values() for row in rows])
-            conn.executemany(_INSERT_EVENT, event_rows)
+            _insert_events(conn, event_rows)
         return results
 
     def log(self, events: Sequence[TelemetryEvent]) -> None:
@@ -414,7 +420,7 @@ class SQLiteStore(ClosingStore):
         if not rows:
             return
         with self._write("logging telemetry") as conn:
-            conn.executemany(_INSERT_EVENT, rows)
+            _insert_events(conn, rows)
 
     # ------------------------------------------------------------------ reads
 
@@ -858,6 +864,12 @@ def _memory_rows(memory: Memory) -> _MemoryRows:
         memory_values(memory),
         [citation_values(memory.id, memory.repo, i, c) for i, c in enumerate(memory.citations)],
     )
+
+
+def _insert_events(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    """Append these ``agent_memory_telemetry`` rows (``event_values``), in order."""
+    if rows:
+        conn.execute(_INSERT_EVENTS, (json.dumps(rows),))
 
 
 def _update(values: dict[str, Any]) -> tuple[str, tuple[Any, ...]] | None:
