@@ -18,7 +18,7 @@ from contextlib import suppress
 from dataclasses import FrozenInstanceError, dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from verified_memory.errors import ValidationError
 
@@ -49,6 +49,7 @@ __all__ = [
     "encode_line_hashes",
     "new_event_key",
     "normalize_path",
+    "replaced",
     "utcnow",
     "validate_repo",
 ]
@@ -74,6 +75,22 @@ REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 def utcnow() -> datetime:
     """The current time, timezone-aware UTC (all stored times are UTC)."""
     return datetime.now(UTC)
+
+
+_Frozen = TypeVar("_Frozen")
+
+
+def replaced(value: _Frozen, **changes: Any) -> _Frozen:
+    """``dataclasses.replace`` for the frozen, slotted dataclasses here (none has an
+    ``__post_init__`` to run): a copy of every slot, ``changes`` applied. ``replace``
+    looks every field's definition up on each call; a verification pass makes two
+    copies a memory (33,000 memories: 0.74 s with ``replace``, about half with this)."""
+    cls = type(value)
+    copy = object.__new__(cls)
+    for name in cls.__slots__:  # type: ignore[attr-defined]
+        object.__setattr__(copy, name, changes[name] if name in changes
+                           else getattr(value, name))
+    return copy
 
 
 class Status(StrEnum):
@@ -692,7 +709,7 @@ class Transition:
             verified_ref = memory.verified_ref if self.verified_ref is None else self.verified_ref
             verified_commit = (memory.verified_commit if self.verified_commit is None
                                else self.verified_commit)
-        return replace(
+        return replaced(
             memory,
             status=status,
             invalid_reason=invalid_reason,
