@@ -275,6 +275,14 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             CREATE INDEX agent_memory_citation_path
                 ON agent_memory_citation (repo, path, line_start, line_end, memory_seq)
             """,
+            # Migration 6's index, keyed by the seq instead of the id: whether a memory
+            # cites a file (lines of it) is then an integer look-up (lines of the file
+            # most memories cite: 1.3 ms of SQL, 0.35 ms with it).
+            "DROP INDEX agent_memory_citation_memory",
+            """
+            CREATE INDEX agent_memory_citation_memory
+                ON agent_memory_citation (memory_seq, path, line_start, line_end)
+            """,
         ),
     ),
 )
@@ -557,7 +565,7 @@ class SQLiteStore(ClosingStore):
             if cited > CROWDED_PATH:  # most memories cite it: the first few newest do
                 sql = (f"SELECT m.seq FROM agent_memory m INDEXED BY agent_memory_recent "
                        f"WHERE {outer} AND EXISTS (SELECT 1 FROM agent_memory_citation c "
-                       f"INDEXED BY agent_memory_citation_memory WHERE c.memory_id = m.id "
+                       f"INDEXED BY agent_memory_citation_memory WHERE c.memory_seq = m.seq "
                        f"AND {cites}) {newest}")
                 args = (*outer_params, *params, bound)
             elif cited > RARE_PATH and span is None:
