@@ -38,6 +38,7 @@ __all__ = [
     "Outcome",
     "RepoStats",
     "Scope",
+    "SearchHit",
     "Status",
     "StoreInfo",
     "Stored",
@@ -438,6 +439,11 @@ class Memory:
     promoted_to: str | None = None  # the rules file it was promoted into
 
     @property
+    def paths(self) -> tuple[str, ...]:
+        """The cited files, in citation order (a file cited twice is named twice)."""
+        return tuple(c.path for c in self.citations)
+
+    @property
     def feedback_count(self) -> int:
         return self.success_count + self.failure_count
 
@@ -515,6 +521,27 @@ class Memory:
             used_at=datetime.fromisoformat(data["used_at"]) if data.get("used_at") else None,
             promoted_to=data.get("promoted_to"),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """A search's match, with what ranking it reads (``prompt.relevance``,
+    ``quality.rank_search``): a store that can read that much without the citations'
+    rows gives hits without ``memory``, and only those kept are read whole. ``memory``
+    is the whole memory when the store read it anyway."""
+
+    id: str
+    subject: str
+    fact: str
+    reason: str | None
+    tags: tuple[str, ...]
+    paths: tuple[str, ...]  # the cited files, in citation order
+    memory: Memory | None = None
+
+    @classmethod
+    def of(cls, memory: Memory) -> SearchHit:
+        return cls(memory.id, memory.subject, memory.fact, memory.reason, memory.tags,
+                   memory.paths, memory)
 
 
 @dataclass(frozen=True, slots=True)

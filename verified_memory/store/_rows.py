@@ -32,6 +32,7 @@ from verified_memory.models import (
     EventKind,
     Fingerprint,
     Memory,
+    SearchHit,
     Status,
     TelemetryEvent,
     Tombstone,
@@ -59,6 +60,7 @@ __all__ = [
     "event_from_values",
     "event_values",
     "forgetting",
+    "hit_from_values",
     "kept_by",
     "memory_from_row",
     "memory_from_values",
@@ -304,6 +306,12 @@ def memory_from_values(values: Sequence[Any], citations: Sequence[Citation]) -> 
         used_at=_time(used_at) if used_at is not None else None,
         promoted_to=promoted_to,
     )
+
+
+def hit_from_values(values: Sequence[Any], paths: Sequence[str]) -> SearchHit:
+    """A search hit from ``(id, subject, fact, reason, tags)`` and its cited paths."""
+    memory_id, subject, fact, reason, tags = values
+    return SearchHit(memory_id, subject, fact, reason, _tags(tags), tuple(paths))
 
 
 def kept_by(memory: Memory, category: str | None, tag: str | None) -> bool:

@@ -52,6 +52,7 @@ from verified_memory.models import (
     Memory,
     MemoryFilter,
     RepoStats,
+    SearchHit,
     Status,
     StoreInfo,
     TelemetryEvent,
@@ -71,6 +72,7 @@ from verified_memory.store._rows import (
     citation_values,
     event_from_values,
     event_values,
+    hit_from_values,
     memory_from_values,
     memory_values,
     query_terms,
@@ -292,6 +294,10 @@ _INSERT_MEMORY = (
     f"INSERT INTO agent_memory ({', '.join(MEMORY_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in MEMORY_COLUMNS)})"
 )
+#: What ranking a search's match reads (``SearchHit``), and its cited paths.
+_HIT = "m.id, m.subject, m.fact, m.reason, m.tags"
+_SELECT_PATHS = ("SELECT memory_id, path FROM agent_memory_citation WHERE memory_id IN "
+                 "(SELECT value FROM json_each(?)) ORDER BY memory_id, position")
 _SELECT_CITATIONS = (
     f"SELECT {', '.join(CITATION_COLUMNS)} FROM agent_memory_citation "
     "WHERE memory_id IN (SELECT value FROM json_each(?)) ORDER BY memory_id, position"
@@ -493,6 +499,27 @@ class SQLiteStore(ClosingStore):
 
     def search(self, repo: str, query: str, *, limit: int = 20, category: str | None = None,
                tag: str | None = None) -> list[Memory]:
+        with self._read("searching memories") as conn:
+            return self._hydrate(conn, self._search_rows(conn, _M, repo, query, limit,
+                                                         category, tag))
+
+    def search_hits(self, repo: str, query: str, *, limit: int = 20,
+                    category: str | None = None, tag: str | None = None) -> list[SearchHit]:
+        """``search``'s matches with what ranking them reads: their rows and cited paths,
+        not their citations' rows (fingerprints, anchors), which only the memories kept
+        are read for."""
+        with self._read("searching memories") as conn:
+            rows = self._search_rows(conn, _HIT, repo, query, limit, category, tag)
+            paths: dict[str, list[str]] = {row[0]: [] for row in rows}
+            if paths:
+                for memory_id, path in conn.execute(_SELECT_PATHS,
+                                                    (json.dumps(list(paths)),)):
+                    paths[memory_id].append(path)
+            return [hit_from_values(row, paths[row[0]]) for row in rows]
+
+    def _search_rows(self, conn: sqlite3.Connection, columns: str, repo: str, query: str,
+                     limit: int, category: str | None, tag: str | None) -> list[Any]:
+        """The ``columns`` of the memories a search finds, best first."""
         bound = _sql_limit(limit)
         expression = fts_query(query)
         if expression is None or bound == 0:
@@ -501,38 +528,18 @@ class SQLiteStore(ClosingStore):
                                   "m.status = 'active'", [repo], category, tag)
         matches = f"FROM agent_memory_fts f CROSS JOIN agent_memory m ON m.seq = f.rowid " \
                   f"WHERE {where}"
-        with self._read("searching memories") as conn:
-            if 0 < bound <= RANKED_MATCHES:
-                # bm25 reads every match (and the whole index entry of each word, for
-                # its weights): past a few hundred matches, the newest are taken by
-                # where the words are, the last word whole first (a prefix is dearer).
-                for words in dict.fromkeys((fts_query(query, prefix=False), expression)):
-                    many = conn.execute(
-                        f"SELECT count(*) FROM (SELECT 1 {matches} ORDER BY f.rowid DESC "
-                        "LIMIT ?)", (words, *params, RANKED_MATCHES + 1)).fetchone()[0]
-                    if many > RANKED_MATCHES:
-                        return self._newest_matches(conn, matches, str(words), params, bound)
-            rows = conn.execute(f"SELECT {_M} {matches} ORDER BY {_BM25}, m.refreshed_at "
-                                "DESC, m.id LIMIT ?", (expression, *params, bound)).fetchall()
-            return self._hydrate(conn, rows)
-
-    def _newest_matches(self, conn: sqlite3.Connection, matches: str, words: str,
-                        params: list[Any], bound: int) -> list[Memory]:
-        """Search with more matches than bm25 ranks: those with every word in the
-        subject, then in the subject or tags, then anywhere (bm25's column weights, in
-        order), newest first in each; each query stops at ``bound`` rows."""
-        found: dict[int, None] = {}
-        for columns in ("{subject} : ", "{subject tags} : ", ""):
-            for (seq,) in conn.execute(
-                    f"SELECT m.seq {matches} ORDER BY f.rowid DESC LIMIT ?",
-                    (f"{columns}({words})", *params, bound + len(found))):
-                found.setdefault(seq)
-            if len(found) >= bound:
-                break
-        rows = conn.execute(f"SELECT {_M} FROM json_each(?) AS j CROSS JOIN agent_memory m "
-                            "ON m.seq = j.value ORDER BY j.key",
-                            (json.dumps(list(found)[:bound]),)).fetchall()
-        return self._hydrate(conn, rows)
+        if 0 < bound <= RANKED_MATCHES:
+            # bm25 reads every match (and the whole index entry of each word, for its
+            # weights): past a few hundred matches, the newest are taken by where the
+            # words are, the last word whole first (a prefix is dearer).
+            for words in dict.fromkeys((fts_query(query, prefix=False), expression)):
+                many = conn.execute(
+                    f"SELECT count(*) FROM (SELECT 1 {matches} ORDER BY f.rowid DESC "
+                    "LIMIT ?)", (words, *params, RANKED_MATCHES + 1)).fetchone()[0]
+                if many > RANKED_MATCHES:
+                    return _newest_matches(conn, columns, matches, str(words), params, bound)
+        return conn.execute(f"SELECT {columns} {matches} ORDER BY {_BM25}, m.refreshed_at "
+                            "DESC, m.id LIMIT ?", (expression, *params, bound)).fetchall()
 
     def by_path(
         self,
@@ -885,6 +892,24 @@ def _memory_rows(memory: Memory) -> _MemoryRows:
         memory_values(memory),
         [citation_values(memory.id, memory.repo, i, c) for i, c in enumerate(memory.citations)],
     )
+
+
+def _newest_matches(conn: sqlite3.Connection, columns: str, matches: str, words: str,
+                    params: list[Any], bound: int) -> list[Any]:
+    """Search with more matches than bm25 ranks: those with every word in the subject,
+    then in the subject or tags, then anywhere (bm25's column weights, in order), newest
+    first in each; each query stops at ``bound`` rows. Their ``columns``."""
+    found: dict[int, None] = {}
+    for where in ("{subject} : ", "{subject tags} : ", ""):
+        for (seq,) in conn.execute(
+                f"SELECT m.seq {matches} ORDER BY f.rowid DESC LIMIT ?",
+                (f"{where}({words})", *params, bound + len(found))):
+            found.setdefault(seq)
+        if len(found) >= bound:
+            break
+    return conn.execute(f"SELECT {columns} FROM json_each(?) AS j CROSS JOIN agent_memory m "
+                        "ON m.seq = j.value ORDER BY j.key",
+                        (json.dumps(list(found)[:bound]),)).fetchall()
 
 
 def _update(values: dict[str, Any]) -> tuple[str, tuple[Any, ...]] | None:
