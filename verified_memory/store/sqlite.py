@@ -295,9 +295,12 @@ _INSERT_MEMORY = (
     f"VALUES ({', '.join('?' for _ in MEMORY_COLUMNS)})"
 )
 #: What ranking a search's match reads (``SearchHit``), and its cited paths.
-_HIT = "m.id, m.subject, m.fact, m.reason, m.tags"
-_SELECT_PATHS = ("SELECT memory_id, path FROM agent_memory_citation WHERE memory_id IN "
-                 "(SELECT value FROM json_each(?)) ORDER BY memory_id, position")
+#: The paths come from migration 8's index (by seq; the position is in every entry),
+#: not from the citation rows, which hold fingerprints and anchors too.
+_HIT = "m.id, m.subject, m.fact, m.reason, m.tags, m.seq"
+_SELECT_PATHS = ("SELECT memory_seq, path FROM agent_memory_citation INDEXED BY "
+                 "agent_memory_citation_memory WHERE memory_seq IN "
+                 "(SELECT value FROM json_each(?)) ORDER BY memory_seq, position")
 _SELECT_CITATIONS = (
     f"SELECT {', '.join(CITATION_COLUMNS)} FROM agent_memory_citation "
     "WHERE memory_id IN (SELECT value FROM json_each(?)) ORDER BY memory_id, position"
@@ -510,12 +513,11 @@ class SQLiteStore(ClosingStore):
         are read for."""
         with self._read("searching memories") as conn:
             rows = self._search_rows(conn, _HIT, repo, query, limit, category, tag)
-            paths: dict[str, list[str]] = {row[0]: [] for row in rows}
+            paths: dict[int, list[str]] = {row[-1]: [] for row in rows}
             if paths:
-                for memory_id, path in conn.execute(_SELECT_PATHS,
-                                                    (json.dumps(list(paths)),)):
-                    paths[memory_id].append(path)
-            return [hit_from_values(row, paths[row[0]]) for row in rows]
+                for seq, path in conn.execute(_SELECT_PATHS, (json.dumps(list(paths)),)):
+                    paths[seq].append(path)
+            return [hit_from_values(row[:-1], paths[row[-1]]) for row in rows]
 
     def _search_rows(self, conn: sqlite3.Connection, columns: str, repo: str, query: str,
                      limit: int, category: str | None, tag: str | None) -> list[Any]:
