@@ -766,3 +766,13 @@ def test_citations_stored_before_migration_8_are_found_by_path_after_it(
             "ON m.id = c.memory_id WHERE c.memory_seq IS m.seq").fetchone() == (15,)
     finally:
         conn.close()
+
+
+def test_a_connection_keeps_a_larger_page_cache(store: SQLiteStore) -> None:
+    """The pass's event inserts land all over the telemetry's indexes by memory: the
+    store's connection keeps up to ``CACHE_KIB`` of pages, not SQLite's 2 MiB."""
+    from verified_memory.store.sqlite import CACHE_KIB
+
+    assert store._conn is not None
+    assert store._conn.execute("PRAGMA cache_size").fetchone() == (-CACHE_KIB,)
+    assert CACHE_KIB > 2048

@@ -95,6 +95,8 @@ _STATUSES = ", ".join(f"'{s.value}'" for s in Status)
 
 #: Seconds a write waits for another process's write lock before giving up.
 BUSY_TIMEOUT = 5.0
+#: The page cache of a connection, in KiB (``PRAGMA cache_size``; see ``_open``).
+CACHE_KIB = 32 * 1024
 
 #: (version, name, statements). Append only: never edit a migration that has shipped.
 Statement = str | Callable[[sqlite3.Connection], None]
@@ -785,6 +787,12 @@ class SQLiteStore(ClosingStore):
             conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
+            # Up to 32 MiB of pages kept (the default is 2 MiB): a verification pass's
+            # batch of 5,000 verdicts adds events all over the telemetry's indexes by
+            # memory, and with the default every insert read its page back from the OS
+            # (100,000 citations: 0.95 s of event inserts, 0.65 s with this). Pages are
+            # held as they are read, so a small store never uses it all.
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             conn.execute("PRAGMA foreign_keys = ON")
             _migrate(conn, self.path)
         except sqlite3.Error as exc:
