@@ -296,9 +296,9 @@ _INSERT_MEMORY = (
     f"INSERT INTO agent_memory ({', '.join(MEMORY_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in MEMORY_COLUMNS)})"
 )
-#: What ranking a search's match reads (``SearchHit``), and its cited paths.
-#: The paths come from migration 8's index (by seq; the position is in every entry),
-#: not from the citation rows, which hold fingerprints and anchors too.
+#: What ranking a search's match reads (``SearchHit``; the seq finds its cited paths),
+#: and its cited paths: from migration 8's index (by seq; the position is in every
+#: entry), not from the citation rows, which hold fingerprints and anchors too.
 _HIT = "m.id, m.subject, m.fact, m.reason, m.tags, m.seq"
 _SELECT_PATHS = ("SELECT memory_seq, path FROM agent_memory_citation INDEXED BY "
                  "agent_memory_citation_memory WHERE memory_seq IN "
