@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pickle
-from dataclasses import FrozenInstanceError
+from dataclasses import FrozenInstanceError, replace
 from datetime import UTC, datetime
 
 import pytest
@@ -19,6 +19,7 @@ from verified_memory.models import (
     Transition,
     decode_line_hashes,
     encode_line_hashes,
+    replaced,
 )
 
 ANCHOR = Anchor("function_definition", "Session.request", "00000000000000ff", 2, "python")
@@ -107,3 +108,20 @@ def test_a_transition_changes_only_what_it_names() -> None:
     invalid = Transition("m", status=Status.INVALID, invalid_reason="gone").apply_to(memory)
     assert (invalid.status, invalid.invalid_reason) == (Status.INVALID, "gone")
     assert invalid.refreshed_at == t0
+
+
+def test_replaced_copies_a_frozen_dataclass_as_replace_does() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    citation = Citation("a.py", 1, 2, "c" * 40, "b" * 40, Fingerprint("abc", HASHES))
+    memory = Memory(id="m", repo="o/r", subject="s", fact="f", citations=(citation,),
+                    created_at=t0, refreshed_at=t0, tags=("x",), applied_count=4)
+
+    copy = replaced(memory, status=Status.INVALID, invalid_reason="gone")
+    assert copy == replace(memory, status=Status.INVALID, invalid_reason="gone")
+    assert (copy.status, copy.invalid_reason, copy.applied_count) == (Status.INVALID, "gone", 4)
+    assert memory.status is Status.ACTIVE
+    assert memory.invalid_reason is None
+    assert replaced(memory) == memory
+    assert replaced(memory) is not memory
+    with pytest.raises(FrozenInstanceError):
+        copy.fact = "changed"  # type: ignore[misc]

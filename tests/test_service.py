@@ -194,6 +194,34 @@ def test_get_recent_search_and_by_path(service: MemoryService) -> None:
     assert kinds(service, b.id).count("retrieved") == 6
 
 
+def test_search_reads_whole_only_what_it_keeps_and_drops_what_went_meanwhile(
+        service: MemoryService, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SQLite store gives hits without their memories; the service reads those it
+    keeps. One forgotten or invalidated between the two reads is not returned."""
+    kept = [service.store(memory_input(subject=f"retry rule {i}", fact=f"retry {i}")).memory
+            for i in range(4)]
+    store = service.memories
+    assert isinstance(store, SQLiteStore)
+    whole: list[list[str]] = []
+    read_many = store.get_many
+    monkeypatch.setattr(store, "get_many", lambda ids: whole.append(list(ids)) or read_many(ids))
+    found = service.search(REPO, "retry", limit=2)
+    assert [m.id for m in found] == [m.id for m in service.search(REPO, "retry", limit=2)]
+    assert len(found) == 2
+    assert whole[0] == [m.id for m in found]  # the two kept, not all four ranked
+
+    real_hits = store.search_hits
+
+    def hits_then_changes(*args: Any, **kwargs: Any) -> Any:
+        hits = real_hits(*args, **kwargs)
+        service.forget(kept[0].id, reason="test")  # another process, meanwhile
+        service.invalidate(kept[1].id, "gone")
+        return hits
+
+    monkeypatch.setattr(store, "search_hits", hits_then_changes)
+    assert [m.id for m in service.search(REPO, "retry")] == [kept[3].id, kept[2].id]
+
+
 def test_get_unknown_id(service: MemoryService) -> None:
     with pytest.raises(NotFound):
         service.get("00000000-0000-0000-0000-000000000000")

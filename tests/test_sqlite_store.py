@@ -28,6 +28,12 @@ from verified_memory.models import (
     TelemetryEvent,
     Transition,
 )
+from verified_memory.store._rows import (
+    CITATION_COLUMNS,
+    MEMORY_COLUMNS,
+    citation_values,
+    memory_values,
+)
 from verified_memory.store.sqlite import MIGRATIONS, SQLiteStore, fts_query
 
 REPO = "acme/api"
@@ -482,7 +488,7 @@ def _expected(memories: list[Memory], path: str, lines: tuple[int, int] | None,
 
 
 @pytest.mark.parametrize(("crowded", "rare", "plan"), [
-    (10_000, 10_000, "sqlite_autoindex_agent_memory_1"),  # read the citations, sort
+    (10_000, 10_000, "INTEGER PRIMARY KEY"),  # read the citations, sort
     (10_000, 3, "agent_memory_recent"),  # the citing ids, then memories newest first
     (3, 3, "agent_memory_citation_memory"),  # memories newest first: does it cite it?
 ])
@@ -718,3 +724,55 @@ def test_the_audit_trail_reads_its_partial_indexes(tmp_path: Path) -> None:
         assert "agent_memory_telemetry_memory_changes" in plans[1]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(("crowded", "rare"), [(10_000, 10_000), (10_000, 3), (3, 3)])
+def test_citations_stored_before_migration_8_are_found_by_path_after_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crowded: int, rare: int) -> None:
+    """Migration 8 gives every citation row its memory's seq (what by_path's plans join
+    on): rows written before it are filled in, rows written after it carry it."""
+    from verified_memory.store import sqlite as sqlite_module
+
+    path = tmp_path / "old.db"
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[:7])
+    before = [replace(_memory(minutes=i % 7), citations=(_cited("src/hot.py", 1 + i, 3 + i),))
+              for i in range(12)]
+    SQLiteStore(path).close()  # the schema as version 7 left it
+    conn = sqlite3.connect(path)
+    with conn:  # the rows as version 7 wrote them
+        conn.executemany(f"INSERT INTO agent_memory ({', '.join(MEMORY_COLUMNS)}) VALUES "
+                         f"({', '.join('?' for _ in MEMORY_COLUMNS)})",
+                         [memory_values(m) for m in before])
+        conn.executemany(f"INSERT INTO agent_memory_citation ({', '.join(CITATION_COLUMNS)}) "
+                         f"VALUES ({', '.join('?' for _ in CITATION_COLUMNS)})",
+                         [citation_values(m.id, m.repo, 0, m.citations[0]) for m in before])
+    conn.close()
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS)
+    monkeypatch.setattr(sqlite_module, "CROWDED_PATH", crowded)
+    monkeypatch.setattr(sqlite_module, "RARE_PATH", rare)
+    with SQLiteStore(path) as new:
+        after = [replace(_memory(minutes=3 + i), citations=(_cited("src/hot.py", 5, 6),))
+                 for i in range(3)]
+        for m in after:
+            new.add(m)
+        everyone = before + after
+        for lines in (None, (4, 6)):
+            assert [m.id for m in new.by_path(REPO, "src/hot.py", lines=lines, limit=10)] \
+                == _expected(everyone, "src/hot.py", lines, 10)
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute(
+            "SELECT count(*) FROM agent_memory_citation c JOIN agent_memory m "
+            "ON m.id = c.memory_id WHERE c.memory_seq IS m.seq").fetchone() == (15,)
+    finally:
+        conn.close()
+
+
+def test_a_connection_keeps_a_larger_page_cache(store: SQLiteStore) -> None:
+    """The pass's event inserts land all over the telemetry's indexes by memory: the
+    store's connection keeps up to ``CACHE_KIB`` of pages, not SQLite's 2 MiB."""
+    from verified_memory.store.sqlite import CACHE_KIB
+
+    assert store._conn is not None
+    assert store._conn.execute("PRAGMA cache_size").fetchone() == (-CACHE_KIB,)
+    assert CACHE_KIB > 2048

@@ -18,7 +18,7 @@ from contextlib import suppress
 from dataclasses import FrozenInstanceError, dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from verified_memory.errors import ValidationError
 
@@ -38,6 +38,7 @@ __all__ = [
     "Outcome",
     "RepoStats",
     "Scope",
+    "SearchHit",
     "Status",
     "StoreInfo",
     "Stored",
@@ -49,6 +50,7 @@ __all__ = [
     "encode_line_hashes",
     "new_event_key",
     "normalize_path",
+    "replaced",
     "utcnow",
     "validate_repo",
 ]
@@ -74,6 +76,22 @@ REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 def utcnow() -> datetime:
     """The current time, timezone-aware UTC (all stored times are UTC)."""
     return datetime.now(UTC)
+
+
+_Frozen = TypeVar("_Frozen")
+
+
+def replaced(value: _Frozen, **changes: Any) -> _Frozen:
+    """``dataclasses.replace`` for the frozen, slotted dataclasses here (none has an
+    ``__post_init__`` to run): a copy of every slot, ``changes`` applied. ``replace``
+    looks every field's definition up on each call; a verification pass makes two
+    copies a memory (33,000 memories: 0.74 s with ``replace``, about half with this)."""
+    cls = type(value)
+    copy = object.__new__(cls)
+    for name in cls.__slots__:  # type: ignore[attr-defined]
+        object.__setattr__(copy, name, changes[name] if name in changes
+                           else getattr(value, name))
+    return copy
 
 
 class Status(StrEnum):
@@ -421,6 +439,11 @@ class Memory:
     promoted_to: str | None = None  # the rules file it was promoted into
 
     @property
+    def paths(self) -> tuple[str, ...]:
+        """The cited files, in citation order (a file cited twice is named twice)."""
+        return tuple(c.path for c in self.citations)
+
+    @property
     def feedback_count(self) -> int:
         return self.success_count + self.failure_count
 
@@ -498,6 +521,27 @@ class Memory:
             used_at=datetime.fromisoformat(data["used_at"]) if data.get("used_at") else None,
             promoted_to=data.get("promoted_to"),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """A search's match, with what ranking it reads (``prompt.relevance``,
+    ``quality.rank_search``): a store that can read that much without the citations'
+    rows gives hits without ``memory``, and only those kept are read whole. ``memory``
+    is the whole memory when the store read it anyway."""
+
+    id: str
+    subject: str
+    fact: str
+    reason: str | None
+    tags: tuple[str, ...]
+    paths: tuple[str, ...]  # the cited files, in citation order
+    memory: Memory | None = None
+
+    @classmethod
+    def of(cls, memory: Memory) -> SearchHit:
+        return cls(memory.id, memory.subject, memory.fact, memory.reason, memory.tags,
+                   memory.paths, memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -692,7 +736,7 @@ class Transition:
             verified_ref = memory.verified_ref if self.verified_ref is None else self.verified_ref
             verified_commit = (memory.verified_commit if self.verified_commit is None
                                else self.verified_commit)
-        return replace(
+        return replaced(
             memory,
             status=status,
             invalid_reason=invalid_reason,

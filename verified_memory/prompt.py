@@ -43,6 +43,7 @@ from verified_memory.models import (
     Memory,
     Outcome,
     Scope,
+    SearchHit,
     Status,
     Verification,
     utcnow,
@@ -245,7 +246,7 @@ def _query_words(query: str) -> frozenset[str]:
     return frozenset(_words(query))
 
 
-def relevance(memory: Memory, query: str) -> float:
+def relevance(memory: Memory | SearchHit, query: str) -> float:
     """How well ``memory`` matches ``query``: each query word found counts, weighted by
     where (subject 3, tags and cited paths 2, fact 1, reason 0.5); the whole query
     found verbatim in the subject or fact adds 2. Zero means unrelated."""
@@ -254,7 +255,7 @@ def relevance(memory: Memory, query: str) -> float:
         return 0.0
     fields: tuple[tuple[float, Callable[[], str]], ...] = (
         (3.0, lambda: memory.subject),
-        (2.0, lambda: " ".join((*memory.tags, *(c.path for c in memory.citations)))),
+        (2.0, lambda: " ".join((*memory.tags, *memory.paths))),
         (1.0, lambda: memory.fact),
         (0.5, lambda: memory.reason or ""),
     )

@@ -29,9 +29,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from verified_memory.errors import ValidationError
-from verified_memory.models import Memory, Status
+from verified_memory.models import Memory, SearchHit, Status
 
 __all__ = [
     "BETA",
@@ -265,12 +266,15 @@ def tag_penalty(tags: Iterable[str]) -> float:
     return sum(TAG_PENALTIES.get(tag.strip().upper(), 0.0) for tag in tags)
 
 
-def _filtered(memory: Memory) -> bool:
+def _filtered(memory: Memory | SearchHit) -> bool:
     return any(tag.strip().upper() in SAFE_FILTERED for tag in memory.tags)
 
 
-def rank_search(found: Sequence[Memory], scores: Sequence[float], *,
-                safe: bool = False) -> list[Memory]:
+_Ranked = TypeVar("_Ranked", Memory, SearchHit)
+
+
+def rank_search(found: Sequence[_Ranked], scores: Sequence[float], *,
+                safe: bool = False) -> list[_Ranked]:
     """Search results by ``score - beta * tag penalty``: ``scores`` are each memory's
     text relevance (any scale, normalised here to 0-1 by the best). Safe mode weighs
     the penalties fully and leaves out known bad patterns. Stable for equal scores."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from verified_memory.models import (
     MemoryFilter,
     NewMemory,
     RepoStats,
+    SearchHit,
     Status,
     Stored,
     StoreInfo,
@@ -39,7 +41,7 @@ from verified_memory.models import (
 from verified_memory.prompt import relevance, sanitize_line
 from verified_memory.quality import QualityPolicy, classify, normalize_category, rank_search
 from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo
-from verified_memory.store.base import MemoryStore, oldest_never_applied
+from verified_memory.store.base import MemoryStore, oldest_never_applied, search_hits
 from verified_memory.store.views import ViewQuery
 from verified_memory.telemetry import TelemetryBuffer
 from verified_memory.verify.citing import fingerprint_citation
@@ -397,11 +399,28 @@ class MemoryService:
         _check_limit(limit)
         # More than asked, so that penalised memories can sink below the cut; the text
         # score is how the query's words fall in subject, tags and fact (``relevance``),
-        # ties kept in the store's order.
-        found = self.memories.search(repo, query, limit=min(3 * limit, 10_000),
-                                     category=category, tag=tag)
-        ranked = rank_search(found, [relevance(m, query) for m in found], safe=safe)[:limit]
-        return self.record_retrieval(ranked, "search")
+        # ties kept in the store's order. Ranked on what that reads; only the memories
+        # kept are read whole (a third of them, with the default pool).
+        found = search_hits(self.memories, repo, query, limit=min(3 * limit, 10_000),
+                            category=category, tag=tag)
+        ranked = rank_search(found, [relevance(h, query) for h in found], safe=safe)[:limit]
+        return self.record_retrieval(self._whole(ranked), "search")
+
+    def _whole(self, hits: Sequence[SearchHit]) -> list[Memory]:
+        """The memories of these hits, in order: read by id where the hit has none.
+        One forgotten or no longer active since the search is left out, as a search
+        now would."""
+        unread = [h.id for h in hits if h.memory is None]
+        read: dict[str, Memory] = {}
+        if unread:
+            try:
+                read = {m.id: m for m in self.memories.get_many(unread)}
+            except NotFound:  # forgotten meanwhile: read the others one by one
+                for memory_id in unread:
+                    with suppress(NotFound):
+                        read[memory_id] = self.memories.get(memory_id)
+        memories = (h.memory if h.memory is not None else read.get(h.id) for h in hits)
+        return [m for m in memories if m is not None and m.status is Status.ACTIVE]
 
     def search_by_path(self, repo: str, path: str, lines: tuple[int, int] | None = None,
                        limit: int = 50, *, category: str | None = None,

@@ -20,11 +20,12 @@ from verified_memory.models import (
     EventKind,
     Fingerprint,
     Memory,
+    SearchHit,
     Status,
     TelemetryEvent,
     Transition,
 )
-from verified_memory.store.base import MemoryStore, oldest_never_applied
+from verified_memory.store.base import MemoryStore, oldest_never_applied, search_hits
 
 REPO = "acme/api"
 OTHER = "acme/web"
@@ -293,6 +294,31 @@ def test_search_ranks_subject_matches_above_a_passing_mention(store: MemoryStore
 
     assert ids(store.search(REPO, "retry")) == [strong.id, weak.id]
     assert ids(store.search(REPO, "retry", limit=1)) == [strong.id]
+
+
+def test_search_hits_are_the_search_matches_with_what_ranking_reads(
+        store: MemoryStore) -> None:
+    tagged = mem("retry policy", "retry idempotent calls", minutes=1, tags=("http", "retry"),
+                 reason="outages", citations=(cite("src/a.py"), cite("src/b.py", 30, 31),
+                                              cite("src/a.py", 50, 52)))
+    plain = mem("retry budget", "a retry budget per host", minutes=2)
+    invalid = mem("retry invalid", "retry", minutes=3, status=Status.INVALID)
+    elsewhere = mem("retry there", "retry", minutes=4, repo=OTHER)
+    for m in (tagged, plain, invalid, elsewhere):
+        store.add(m)
+
+    for limit in (1, 20):
+        found = store.search(REPO, "retry", limit=limit)
+        hits = search_hits(store, REPO, "retry", limit=limit)
+        assert [h.id for h in hits] == ids(found)
+        for hit, memory in zip(hits, found, strict=True):
+            assert hit.memory in (None, memory)  # the whole memory, or none to read
+            assert (hit.subject, hit.fact, hit.reason, hit.tags, hit.paths) == (
+                memory.subject, memory.fact, memory.reason, memory.tags, memory.paths)
+    assert SearchHit.of(tagged).paths == ("src/a.py", "src/b.py", "src/a.py")
+    assert tagged.paths == ("src/a.py", "src/b.py", "src/a.py")
+    assert search_hits(store, REPO, "nothing matches") == []
+    assert search_hits(store, REPO, "retry", limit=0) == []
 
 
 def test_search_needs_every_word_and_completes_only_the_last(store: MemoryStore) -> None:

@@ -47,6 +47,7 @@ from verified_memory.models import (
     Memory,
     MemoryFilter,
     RepoStats,
+    SearchHit,
     Status,
     StoreInfo,
     TelemetryEvent,
@@ -255,6 +256,10 @@ class GitStore(ClosingStore):
     def search(self, repo: str, query: str, *, limit: int = 20, category: str | None = None,
                tag: str | None = None) -> list[Memory]:
         return self.index.search(repo, query, limit=limit, category=category, tag=tag)
+
+    def search_hits(self, repo: str, query: str, *, limit: int = 20,
+                    category: str | None = None, tag: str | None = None) -> list[SearchHit]:
+        return self.index.search_hits(repo, query, limit=limit, category=category, tag=tag)
 
     def by_path(self, repo: str, path: str, *, lines: tuple[int, int] | None = None,
                 limit: int = 50, category: str | None = None,

@@ -29,6 +29,7 @@ from verified_memory.models import (
     Memory,
     MemoryFilter,
     RepoStats,
+    SearchHit,
     Status,
     StoreInfo,
     TelemetryEvent,
@@ -37,7 +38,14 @@ from verified_memory.models import (
 )
 from verified_memory.store.views import ViewQuery
 
-__all__ = ["ClosingStore", "FindsNeverApplied", "MemoryStore", "oldest_never_applied"]
+__all__ = [
+    "ClosingStore",
+    "FindsNeverApplied",
+    "MemoryStore",
+    "SearchesLightly",
+    "oldest_never_applied",
+    "search_hits",
+]
 
 
 @runtime_checkable
@@ -187,6 +195,26 @@ def oldest_never_applied(store: MemoryStore, repo: str, limit: int = 5) -> list[
         return store.oldest_never_applied(repo, limit)
     return sorted((m for m in store.recent(repo, limit=None) if m.applied_count == 0),
                   key=lambda m: (m.used_at or m.created_at, m.id))[:limit]
+
+
+@runtime_checkable
+class SearchesLightly(Protocol):
+    """A store that reads a search's matches without their citations' rows (only the
+    cited paths), so that ranking 60 matches to keep 20 reads 20 memories whole."""
+
+    def search_hits(self, repo: str, query: str, *, limit: int = 20,
+                    category: str | None = None, tag: str | None = None) -> list[SearchHit]:
+        """See ``search_hits``."""
+
+
+def search_hits(store: MemoryStore, repo: str, query: str, *, limit: int = 20,
+                category: str | None = None, tag: str | None = None) -> list[SearchHit]:
+    """``store.search``'s matches in its order, as ``SearchHit``: without ``memory`` from
+    a store that reads them lightly, with it from any other."""
+    if isinstance(store, SearchesLightly):
+        return store.search_hits(repo, query, limit=limit, category=category, tag=tag)
+    return [SearchHit.of(m) for m in store.search(repo, query, limit=limit,
+                                                  category=category, tag=tag)]
 
 
 class ClosingStore:

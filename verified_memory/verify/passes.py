@@ -18,7 +18,7 @@ import gc
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ from verified_memory.models import (
     TelemetryEvent,
     Transition,
     Verification,
+    replaced,
     utcnow,
 )
 from verified_memory.quality import expired_at
@@ -250,7 +251,7 @@ class VerificationPass:
                 # Not applied: another writer changed the memory meanwhile; report it as
                 # it was.
                 if done:
-                    verification = replace(verification,
+                    verification = replaced(verification,
                                            memory=transition.apply_to(verification.memory),
                                            change=_change(transition))
                 out.append(verification)
