@@ -218,6 +218,8 @@ def test_log_shows_the_ref_a_verdict_was_made_at(
     relocated = next(e for e in trail if e["kind"] == "relocated")
     assert relocated["what"] == "relocated src/app.py:1-2 -> src/app.py:2-3"
     assert relocated["ref"].startswith("main @ ")
+    refreshed = next(e for e in trail if e["kind"] == "refreshed")
+    assert refreshed["ref"] == relocated["ref"]  # every change of a verdict names its ref
 
 
 # --------------------------------------------------------------------------- forget

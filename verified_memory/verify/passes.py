@@ -303,8 +303,9 @@ class VerificationPass:
                                       was=memory.status.value,
                                       reason=memory.invalid_reason))
         else:
+            # The ref too, so an audit trail says where every change was decided.
             events.append(self._event(EventKind.REFRESHED, memory, None, at,
-                                      by="verification"))
+                                      by="verification", **where))
         # A citation made on a commit the main line does not contain (a branch that was
         # squashed or rebased in) is pinned to the revision that holds it now, so the
         # memory's citations name main-line commits from now on.
