@@ -220,6 +220,7 @@ def test_hand_edits_supersede_and_deletions_invalidate(
                                                                   "    line_end: 14"))
     next(folder.glob(f"{deleted}_*.md")).unlink()
     clone.commit("review: reword a memory, drop another")
+    clone.run("push", "-q", "origin", "main")  # merged: the main line's tip
     done = ok(capsys, "git", "import")
     ((old, new),) = done["superseded"]
     assert old == edited
@@ -240,6 +241,40 @@ def test_hand_edits_supersede_and_deletions_invalidate(
     assert "\nstatus: superseded\n" in path.read_text()
     assert "Edited: reworded by hand." in next(folder.glob(f"{new}_*.md")).read_text()
     assert "\nstatus: invalid\n" in next(folder.glob(f"{deleted}_*.md")).read_text()
+
+
+def test_on_a_branch_hand_edits_and_deletions_are_held_back_until_applied(
+        clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    edited = store(capsys, "Edited", "app/net.py:1-2")
+    deleted = store(capsys, "Deleted", "app/net.py:5-6")
+    ok(capsys, "git", "export", "--repo", REPO)
+    clone.commit("[memory] export")
+    clone.run("push", "-q", "origin", "main")
+    clone.run("checkout", "-q", "-b", "proposal")
+    folder = clone.path / ".memory" / "uncategorized"
+    (path,) = folder.glob(f"{edited}_*.md")
+    path.write_text(path.read_text().replace("Edited: the fact.", "Edited: reworded."))
+    next(folder.glob(f"{deleted}_*.md")).unlink()
+    clone.commit("a pull request rewords one memory and drops another")
+    done = ok(capsys, "git", "import")  # a branch: a proposal, not the main line
+    assert (done["superseded"], done["invalidated"]) == ([], [])
+    assert sorted(done["held_back"]) == sorted([edited, deleted])
+    assert ok(capsys, "show", edited)["status"] == "active"
+    assert ok(capsys, "show", deleted)["status"] == "active"
+    code, _, err = vmem(capsys, "git", "import")
+    assert code == 0
+    assert "held back" in err
+    clone.run("checkout", "-q", "main")
+    clone.run("merge", "-q", "proposal")
+    clone.write("app/later.py", "LATER = 1\n")
+    clone.commit("later work on main")
+    clone.run("push", "-q", "origin", "main")
+    clone.run("checkout", "-q", "proposal")  # merged, no longer the tip
+    assert ok(capsys, "git", "import")["held_back"]
+    applied = ok(capsys, "git", "import", "--apply")  # as vmem review --apply after a merge
+    assert [old for old, _ in applied["superseded"]] == [edited]
+    assert applied["invalidated"] == [deleted]
+    assert ok(capsys, "show", deleted)["status"] == "invalid"
 
 
 @pytest.mark.parametrize(("change", "said"), [

@@ -84,13 +84,19 @@ def export(env: Env, folder: Path | None, repos: tuple[str, ...], commit: bool,
 @click.option("--no-verify", is_flag=True,
               help="Do not verify the new memories (they stay unconfirmed until a verify "
                    "at the main line's tip).")
+@click.option("--apply", is_flag=True,
+              help="Apply hand edits and deletions even off the main line's tip (after a "
+                   "merge, as `vmem review --apply`).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 @pass_env
-def import_(env: Env, folder: Path | None, ref: str, no_verify: bool, as_json: bool) -> None:
+def import_(env: Env, folder: Path | None, ref: str, no_verify: bool, apply: bool,
+            as_json: bool) -> None:
     """Read the folder into the store, all checked before anything is written: new
     memories are added and verified at REF (a verdict only at the main line's tip), a
     memory whose fact, subject or citations were edited by hand is superseded, one whose
-    file was deleted is invalidated. A re-run adds nothing."""
+    file was deleted is invalidated; off the main line's tip (a branch, a pull request)
+    those edits and deletions are held back and listed, unless --apply. A re-run adds
+    nothing."""
     from verified_memory.gitstore.sync import import_folder, plan_import
 
     env.out = Output(as_json)
@@ -100,7 +106,8 @@ def import_(env: Env, folder: Path | None, ref: str, no_verify: bool, as_json: b
     ref = env.ref(ref)
     with running(env, create=True) as service:
         plan = plan_import(service, source, ref=ref)
-        result = import_folder(service, source, ref=ref, verify=not no_verify, plan=plan)
+        result = import_folder(service, source, ref=ref, verify=not no_verify, plan=plan,
+                               apply=apply or None)
     if as_json:
         env.out.json(result.to_dict())
         return
@@ -111,6 +118,10 @@ def import_(env: Env, folder: Path | None, ref: str, no_verify: bool, as_json: b
         f"{result.unchanged} unchanged; {result.events} events, {result.tombstones} "
         "tombstones" + (f"; verified ({result.scope}): {verified}" if verified else ""),
         markup=False)
+    if result.held_back:
+        say(f"vmem: {len(result.held_back)} hand edit(s) or deletion(s) held back: {ref} is "
+            "not the main line's tip, so they change nothing stored (import at the tip "
+            "after the merge, or --apply): " + ", ".join(i[:8] for i in result.held_back))
 
 
 def _commit(env: Env, folder: Path, subject: str) -> str | None:

@@ -142,13 +142,16 @@ class ImportResult:
     tombstones: int
     verified: dict[str, int]  # decision -> how many of the new memories
     scope: str | None  # verdict, view or dry_run: what the verification could change
+    # Edited or deleted files read off the main line's tip: what they would change, kept
+    # for an import there (the ref rule: a branch's folder is a proposal until merged).
+    held_back: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"new": list(self.new), "superseded": [list(p) for p in self.superseded],
                 "invalidated": list(self.invalidated), "unchanged": self.unchanged,
                 "forgotten": list(self.forgotten), "events": self.events,
                 "tombstones": self.tombstones, "verified": self.verified,
-                "scope": self.scope}
+                "scope": self.scope, "held_back": list(self.held_back)}
 
 
 def _editable(memory: Memory) -> tuple[Any, ...]:
@@ -255,16 +258,26 @@ def _check_citations(service: MemoryService, edits: Sequence[Edit], folder: Path
 
 
 def import_folder(service: MemoryService, folder: Path, *, ref: str = "HEAD",
-                  verify: bool = True, plan: ImportPlan | None = None) -> ImportResult:
-    """Import ``folder`` into the service's store (see the module's docstring)."""
+                  verify: bool = True, plan: ImportPlan | None = None,
+                  apply: bool | None = None) -> ImportResult:
+    """Import ``folder`` into the service's store (see the module's docstring). Hand
+    edits and deletions change stored memories only where a verification at ``ref``
+    would reach verdicts (the main line's tip, or ``apply``); elsewhere they are held
+    back, as the ref rule holds back a view's verdicts."""
     plan = plan or plan_import(service, folder, ref=ref)
+    changed = {e.old.repo for e in plan.edits} | {m.repo for m in plan.deleted}
+    judges = {repo: service.scope(repo, ref=ref, apply=apply).judges for repo in changed}
+    edits = [e for e in plan.edits if judges[e.old.repo]]
+    deleted = [m for m in plan.deleted if judges[m.repo]]
+    held_back = tuple(e.old.id for e in plan.edits if not judges[e.old.repo]) + tuple(
+        m.id for m in plan.deleted if not judges[m.repo])
     counts = load_export(service.memories, plan.export)
     superseded = []
-    for edit in plan.edits:
+    for edit in edits:
         successor = service.supersede(edit.old.id, edit.new, ref=ref)
         superseded.append((edit.old.id, successor.id))
     invalidated = []
-    for memory in plan.deleted:
+    for memory in deleted:
         service.invalidate(memory.id, f"its file was deleted from {folder.name}/ "
                                       "(vmem git import)")
         invalidated.append(memory.id)
@@ -279,4 +292,5 @@ def import_folder(service: MemoryService, folder: Path, *, ref: str = "HEAD",
     return ImportResult(new=tuple(m.id for m in plan.new), superseded=tuple(superseded),
                         invalidated=tuple(invalidated), unchanged=plan.unchanged,
                         forgotten=plan.forgotten, events=counts.events,
-                        tombstones=counts.tombstones, verified=verified, scope=scope)
+                        tombstones=counts.tombstones, verified=verified, scope=scope,
+                        held_back=held_back)
