@@ -74,16 +74,21 @@ def history_cases(repo: Path, per_commit: int, rng: random.Random,
 
         def by_name(name: str, first: str | None) -> list[tuple[str, treesitter.Definition]]:
             found: list[tuple[str, treesitter.Definition]] = []
-            paths = ([first] if first in head_tree else []) + sorted(head_tree)
-            for path in paths:
-                if treesitter.language_for(path) is None:
-                    continue
-                if path not in head_defs:
-                    head_defs[path] = list(defs_at(path, head_tree[path])[1])
-                found.extend((path, d) for d in head_defs[path] if d.name == name)
-                if found and path == first:
-                    break
+            # the file that continues the cited one first: found there, that is the one
+            if first is not None and first in head_tree \
+                    and treesitter.language_for(first) is not None:
+                found = [(first, d) for d in head_defs_of(first) if d.name == name]
+                if found:
+                    return found
+            for path in sorted(head_tree):
+                if treesitter.language_for(path) is not None:
+                    found.extend((path, d) for d in head_defs_of(path) if d.name == name)
             return found
+
+        def head_defs_of(path: str) -> list[treesitter.Definition]:
+            if path not in head_defs:
+                head_defs[path] = list(defs_at(path, head_tree[path])[1])
+            return head_defs[path]
 
         for sha in commits[1:]:
             tree = source.tree(sha)
