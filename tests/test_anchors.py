@@ -651,6 +651,45 @@ def test_code_that_hashes_the_same_squeezes_the_same() -> None:
     assert squeeze("\n".join(joined)) in squeeze("x = 1\n" + "\n".join(wrapped) + "\n")
 
 
+def test_squeeze_is_str_split_without_commas() -> None:
+    """``squeeze`` deletes bytes where it can; the same text as splitting on every
+    whitespace character (ASCII or not) and dropping commas."""
+    rng = random.Random(5)
+    alphabet = "ab, \t\x0b\x1c\n\r\u00e9" + WHITESPACE[-6:] + "\x85\xa0"
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(16)))
+        assert squeeze(text) == "".join(text.split()).replace(",", ""), repr(text)
+
+
+def test_definitions_reuse_what_the_caller_has_of_the_text() -> None:
+    """Given the lines, hashes and ``TextHasher`` of a file (the verifier's), the index
+    parses the same definitions as from the text alone, and asks for the hasher only
+    when it parses."""
+    text = BASE + "\nX = [\n    1,\n]\n"
+    lines = split_lines(text)
+    asked: list[TextHasher] = []
+
+    def hasher() -> TextHasher:
+        asked.append(TextHasher(lines))
+        return asked[-1]
+
+    index = DefinitionIndex()
+    given = index.definitions("cart.py", text, key="k", hashes=line_hashes(lines),
+                              lines=lines, hasher=hasher)
+    assert given == DefinitionIndex().definitions("cart.py", text)
+    assert [d.name for d in given] == ["total", "X"]
+    assert len(asked) == 1
+    assert index.definitions("cart.py", text, key="k", lines=lines, hasher=hasher) == given
+    assert len(asked) == 1  # from the cache: nothing parsed, no hasher asked for
+
+
+def test_names_with_spaces_are_compacted_and_plain_ones_kept() -> None:
+    rust = "impl  From< u8 >  for Wrapper {\n    fn from(x: u8) -> Self { Wrapper }\n}\n"
+    names = [d.name for d in definitions("conv.rs", rust)]
+    assert names == ["impl From<u8> for Wrapper", "impl From<u8> for Wrapper::from"]
+    assert [d.name for d in definitions("cart.py", BASE)] == ["total"]
+
+
 def test_relocated_definition_keeps_hash_and_offset() -> None:
     """What the verifier does in step 4: find by name, compare hash, apply the offset."""
     anchor = anchor_for("cart.py", BASE, 3, 4)

@@ -21,6 +21,7 @@ import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -1817,9 +1818,9 @@ def parse_recorder(monkeypatch: pytest.MonkeyPatch) -> tuple[DefinitionIndex, li
     real = index.definitions
 
     def definitions(path: str, text: str, key: str | None = None,
-                    hashes: Sequence[int] | None = None) -> tuple[Definition, ...]:
+                    hashes: Sequence[int] | None = None, **given: Any) -> tuple[Definition, ...]:
         before = index.parses
-        found = real(path, text, key, hashes)
+        found = real(path, text, key, hashes, **given)
         if index.parses > before:
             parsed.append(path)
         return found

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import re
 from pathlib import Path
 
 import pytest
@@ -245,6 +247,20 @@ def test_names_answers_whether_a_word_is_a_whole_word_of_the_text() -> None:
     assert not file.names("caf")
     assert not file.names("absent")
     assert not file.names("Run")  # the kept answer, the same
+
+
+def test_names_is_the_whole_word_regular_expression() -> None:
+    """``names`` finds words with ``str.find``, not ``re``: the same answers, on texts
+    of word characters, non-ASCII letters and digits, separators and line breaks."""
+    rng = random.Random(13)
+    alphabet = "ab_1 .-\n\u00e9\u00b2\u0660\u2028$"
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(14)))
+        word = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 4)))
+        file = FileText.from_bytes("blob", text.encode())
+        assert file is not None
+        expected = re.search(rf"(?<!\w){re.escape(word)}(?!\w)", file.text) is not None
+        assert file.names(word) is expected, (text, word)
 
 
 def test_foreign_rows_align_only_when_a_row_could_be_one() -> None:

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import xxhash
 
-from verified_memory.anchors.normalize import normalize_line
+from verified_memory.anchors.normalize import OTHER_SPACES as _OTHER_SPACES
+from verified_memory.anchors.normalize import WHITESPACE, normalize_line
 
 __all__ = [
     "BLANK", "WHITESPACE", "TextHasher", "hash_line", "line_hashes", "normalized", "snippet_hash",
@@ -25,14 +26,8 @@ def hash_line(line: str) -> int:
     return xxhash.xxh3_64_intdigest(normalized.encode("utf-8")) or 1
 
 
-#: Every character ``str.split`` treats as whitespace (``str.isspace``), as of Unicode
-#: 15; ``tests/test_anchors.py`` checks the list against the running Python.
-WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003"
-              "\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
-#: The ASCII ones but the line feed, as UTF-8 bytes (one byte each)...
+#: The ASCII whitespace but the line feed, as UTF-8 bytes (one byte each)...
 _ASCII_SPACES_BUT_LF = "".join(c for c in WHITESPACE if c.isascii() and c != "\n").encode()
-#: ... and the others, rare in code, whose UTF-8 bytes ``bytes.translate`` cannot delete.
-_OTHER_SPACES = tuple(c for c in WHITESPACE if not c.isascii())
 
 
 def normalized(lines: Sequence[str]) -> list[bytes]:

@@ -34,7 +34,7 @@ import importlib
 import logging
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING
@@ -234,8 +234,10 @@ def _parser(grammar: _Grammar) -> Parser:
 
 
 def _extract(grammar: _Grammar, lines: Sequence[str],
-             hashes: Sequence[int] | None = None) -> tuple[Definition, ...]:
-    """Parse ``lines`` and list their definitions in source order with qualified names."""
+             hashes: Sequence[int] | None = None,
+             hasher: TextHasher | None = None) -> tuple[Definition, ...]:
+    """Parse ``lines`` and list their definitions in source order with qualified names
+    (``hashes`` and ``hasher``: the caller's, of these lines, when it has them)."""
     if grammar.query is None:
         return ()
     joined = "\n".join(lines).removeprefix("\ufeff")  # a BOM would parse as an error
@@ -255,7 +257,8 @@ def _extract(grammar: _Grammar, lines: Sequence[str],
     nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
     if hashes is None or len(hashes) != len(lines):
         hashes = line_hashes(lines)
-    hasher = TextHasher(lines)
+    if hasher is None:
+        hasher = TextHasher(lines)
     separator = grammar.separator
 
     result: list[Definition] = []
@@ -319,12 +322,17 @@ class DefinitionIndex:
 
     def definitions(
         self, path: str, text: str, key: str | None = None,
-        hashes: Sequence[int] | None = None,
+        hashes: Sequence[int] | None = None, *, lines: Sequence[str] | None = None,
+        hasher: Callable[[], TextHasher] | None = None,
     ) -> tuple[Definition, ...]:
         """Every definition in ``text`` (the content of ``path``), in source order.
 
         Empty for unsupported languages, missing grammars, empty files and unparseable
         input; syntax errors give whatever still parses.
+
+        What the caller has of the text already is not made again: ``hashes`` (its
+        line hashes), ``lines`` (``split_lines(text)``), ``hasher`` (gives its
+        ``TextHasher``, asked only when the text is parsed).
         """
         language = language_for(path)
         if language is None:
@@ -336,9 +344,8 @@ class DefinitionIndex:
 
         def parse() -> tuple[Definition, ...]:
             try:
-                # ``hashes``: the caller's line hashes of this text (the verifier has
-                # them already), so the file is not hashed twice.
-                found = _extract(grammar, split_lines(text), hashes)
+                found = _extract(grammar, split_lines(text) if lines is None else lines,
+                                 hashes, hasher() if hasher is not None else None)
             except Exception:  # a grammar bug must cost an anchor, not a verification
                 log.exception("tree-sitter failed on %s; using line hashes", path)
                 found = ()
@@ -350,7 +357,8 @@ class DefinitionIndex:
 
     def anchor_for(
         self, path: str, text: str, line_start: int, line_end: int, key: str | None = None,
-        hashes: Sequence[int] | None = None,
+        hashes: Sequence[int] | None = None, *, lines: Sequence[str] | None = None,
+        hasher: Callable[[], TextHasher] | None = None,
     ) -> Anchor | None:
         """The anchor of a citation: the innermost definition containing the whole range
         but for blank lines at its edges (agents often cite the blank line after a
@@ -358,6 +366,7 @@ class DefinitionIndex:
         offset is from the range as given (-1 for one leading blank line).
 
         None when no definition contains it or the language is not supported.
+        ``hashes``, ``lines``, ``hasher``: as for :meth:`definitions`.
         """
         language = language_for(path)
         if language is None:
@@ -369,7 +378,8 @@ class DefinitionIndex:
             first += 1
         while last > first and hashes[last - 1] == BLANK:
             last -= 1
-        found = innermost(self.definitions(path, text, key, hashes), first, last)
+        found = innermost(self.definitions(path, text, key, hashes, lines=lines,
+                                            hasher=hasher), first, last)
         return found.anchor(line_start, language) if found is not None else None
 
     def clear(self) -> None:

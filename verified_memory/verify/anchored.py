@@ -463,7 +463,7 @@ class AnchorLocator(Locator, Origins):
             old = self._old_file(verifier, citation.blob_sha)
             return None if old is None else self.index.anchor_for(
                 citation.path, old.text, citation.line_start, citation.line_end,
-                key=old.blob_sha, hashes=old.hashes)
+                key=old.blob_sha, hashes=old.hashes, lines=old.lines, hasher=old.hasher)
 
         anchor = self._anchors.get_or_compute(key, derive)
         if anchor is None:
@@ -739,7 +739,8 @@ class AnchorLocator(Locator, Origins):
     # ------------------------------------------------------------------ candidates
 
     def _defs(self, path: str, file: FileText) -> tuple[treesitter.Definition, ...]:
-        return self.index.definitions(path, file.text, key=file.blob_sha, hashes=file.hashes)
+        return self.index.definitions(path, file.text, key=file.blob_sha, hashes=file.hashes,
+                                      lines=file.lines, hasher=file.hasher)
 
     def _held_intact(self, citation: Citation, path: str, file: FileText,
                      place: Location) -> bool:

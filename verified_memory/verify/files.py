@@ -13,7 +13,6 @@ verifier reports for the citations of that file only.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -93,8 +92,7 @@ class FileText:
         of it is a whole word there (``Run`` inside ``RunE`` or ``Runtime`` is not)."""
         found = self._names.get(word)
         if found is None:
-            found = self._names[word] = self.mentions(word) and re.search(
-                rf"(?<!\w){re.escape(word)}(?!\w)", self.text) is not None
+            found = self._names[word] = self.mentions(word) and _whole_word(self.text, word)
         return found
 
     def hasher(self) -> TextHasher:
@@ -108,6 +106,25 @@ class FileText:
         if self._squeezed is None:
             self._squeezed = squeeze(self.text)
         return self._squeezed
+
+
+def _whole_word(text: str, word: str) -> bool:
+    """``re.search(rf"(?<!\\w){re.escape(word)}(?!\\w)", text)``, without a regular
+    expression: each occurrence found with ``str.find``, its neighbours tested as
+    ``re`` tests ``\\w`` (``str.isalnum`` or ``_``). Several times faster on a source
+    file (a pattern that starts with a look-behind is tried at every position)."""
+    at, end = text.find(word), len(text)
+    while at >= 0:
+        after = at + len(word)
+        if not (at and _word_char(text[at - 1])) and not (after < end
+                                                           and _word_char(text[after])):
+            return True
+        at = text.find(word, at + 1)
+    return False
+
+
+def _word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 class FileCache:
