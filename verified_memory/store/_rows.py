@@ -313,7 +313,7 @@ def memory_from_values(values: Sequence[Any], citations: Sequence[Citation]) -> 
 def hit_from_values(values: Sequence[Any], paths: Sequence[str]) -> SearchHit:
     """A search hit from ``(id, subject, fact, reason, tags)`` and its cited paths."""
     memory_id, subject, fact, reason, tags = values
-    return SearchHit(memory_id, subject, fact, reason, _tags(tags), tuple(paths))
+    return _make_hit(memory_id, subject, fact, reason, _tags(tags), tuple(paths), None)
 
 
 def kept_by(memory: Memory, category: str | None, tag: str | None) -> bool:
@@ -522,6 +522,7 @@ _STATUS = {s.value: s for s in Status}
 #: them was most of the Python cost of reading fifty memories.
 _make_memory = slot_maker(Memory, [f.name for f in fields(Memory)])
 _make_citation = slot_maker(Citation, [f.name for f in fields(Citation)])
+_make_hit = slot_maker(SearchHit, [f.name for f in fields(SearchHit)])
 
 
 def _time(value: Any) -> datetime:
