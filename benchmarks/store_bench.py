@@ -339,7 +339,7 @@ def kept_repo(root: Path) -> tuple[Path, dict[str, list[str]]]:
 
 
 def run_one_repository(size: int, db: str | None, workdir: Path,
-                       reads_only: bool = False) -> dict[str, float]:
+                       reads_only: bool = False, runs: int = 200) -> dict[str, float]:
     """The single big repository (see the module docstring): every timing in one dict."""
     rng = random.Random(size)
     repo, files = kept_repo(workdir / f"one{size}")
@@ -366,7 +366,7 @@ def run_one_repository(size: int, db: str | None, workdir: Path,
             conn.execute("ANALYZE")
     result["hot_citations"] = len(store.by_path(REPO, hot, limit=None))
     if reads_only:
-        result.update(one_repository_reads(service, files, paths, rng))
+        result.update(one_repository_reads(service, files, paths, rng, runs))
         service.close()
         return result
 
@@ -384,7 +384,7 @@ def run_one_repository(size: int, db: str | None, workdir: Path,
         store_one(MemoryService(store, source, actor="bench"))
     result["first_store_ms"] = took[0]
     result["store_ms"], result["store_p90_ms"] = p50_p90(store_one)
-    result.update(one_repository_reads(service, files, paths, rng))
+    result.update(one_repository_reads(service, files, paths, rng, runs))
 
     # Passes over unchanged citations: 3,334 and 33,334 memories of 3 (files untouched).
     for label, count in (("10k", 3334), ("100k", 33334)):
@@ -399,23 +399,26 @@ def run_one_repository(size: int, db: str | None, workdir: Path,
 
 
 def one_repository_reads(service: MemoryService, files: dict[str, list[str]],
-                         paths: list[str], rng: random.Random) -> dict[str, float]:
-    """The reads of the one-repository case (``paths[0]`` is the hot file); p50s."""
+                         paths: list[str], rng: random.Random,
+                         runs: int = 200) -> dict[str, float]:
+    """The reads of the one-repository case (``paths[0]`` is the hot file); p50s of
+    ``runs`` calls (a quarter as many of ``context``)."""
     hot = paths[0]
-    result = {"recent_ms": p50(lambda: service.get_recent(REPO, 50)),
-              "by_path_ms": p50(lambda: service.search_by_path(REPO, rng.choice(paths[1:]))),
-              "by_path_hot_ms": p50(lambda: service.search_by_path(REPO, hot))}
+    result = {"recent_ms": p50(lambda: service.get_recent(REPO, 50), runs),
+              "by_path_ms": p50(lambda: service.search_by_path(REPO, rng.choice(paths[1:])),
+                                runs),
+              "by_path_hot_ms": p50(lambda: service.search_by_path(REPO, hot), runs)}
 
     def hot_lines() -> None:
         start, end = citable(files[hot], rng)
         service.search_by_path(REPO, hot, (start, end + 10))
 
-    result["by_path_hot_lines_ms"] = p50(hot_lines)
+    result["by_path_hot_lines_ms"] = p50(hot_lines, runs)
     result["search_ms"] = p50(
-        lambda: service.search(REPO, f"{rng.choice(WORDS)} convention", 20))
+        lambda: service.search(REPO, f"{rng.choice(WORDS)} convention", 20), runs)
     result["context_query_ms"] = p50(
         lambda: service.context(REPO, query=f"{rng.choice(WORDS)} convention", limit=20,
-                                dry_run=True), runs=50)
+                                dry_run=True), runs=max(1, runs // 4))
     return result
 
 
