@@ -25,11 +25,19 @@ process pays it), storing (p50, p90), ``get_recent(50)``,
 ``search_by_path`` on a random file and on the hot file (whole file, and lines of it),
 ``search`` top-20, ``context`` with a query, and passes over 10,000 and 100,000
 unchanged citations (in process, verdicts at the main line's tip, decisions written).
+
+Filling 100,000 memories takes minutes. ``--workdir DIR`` keeps the repository and the
+store there, and a later run with the same DIR and size uses them as they are (then
+filled by an earlier run, and changed by it: what it stored and verified). With
+``--reads``, only the reads are timed (recent, by path, search, context), which change
+nothing but telemetry: runs of two versions of the code alternate on one store that way
+(a copy each when one version migrates the file further).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
 import statistics
@@ -320,26 +328,47 @@ def p50_p90(fn: Callable[[], object], runs: int = 200) -> tuple[float, float]:
     return statistics.median(times), statistics.quantiles(times, n=10)[-1]
 
 
-def run_one_repository(size: int, db: str | None, workdir: Path) -> dict[str, float]:
+def kept_repo(root: Path) -> tuple[Path, dict[str, list[str]]]:
+    """``make_repo``'s repository, made by an earlier run (``--workdir``), or a new one."""
+    repo = root / "repo"
+    if not (repo / ".git").is_dir():
+        return make_repo(root)
+    files = {path: (repo / path).read_text().splitlines()
+             for path in git(repo, "ls-files").splitlines()}
+    return repo, files
+
+
+def run_one_repository(size: int, db: str | None, workdir: Path,
+                       reads_only: bool = False, runs: int = 200) -> dict[str, float]:
     """The single big repository (see the module docstring): every timing in one dict."""
     rng = random.Random(size)
-    repo, files = make_repo(workdir / f"one{size}")
+    repo, files = kept_repo(workdir / f"one{size}")
     source = LocalGitSource(repo)
     commit = source.resolve("HEAD")
     blobs = dict(source.tree(commit))
     paths = sorted(files)
     hot = paths[0]
+    filled = workdir / f"one{size}.ids"  # the ids, once the store is filled
     store = open_store(db or f"sqlite:///{workdir / f'one{size}.db'}")
     service = MemoryService(store, source, actor="bench")
-    t = time.perf_counter()
-    memories = fill(store, size, files, commit, blobs, rng, per_repo=size, hot=hot)
-    result: dict[str, float] = {"fill_s": time.perf_counter() - t}
+    result: dict[str, float] = {"fill_s": 0.0}
+    if db is None and filled.exists():
+        memories = filled.read_text().split()
+    else:
+        t = time.perf_counter()
+        memories = fill(store, size, files, commit, blobs, rng, per_repo=size, hot=hot)
+        result["fill_s"] = time.perf_counter() - t
+        filled.write_text("\n".join(memories))
     if (db or "").startswith(("postgresql://", "postgres://")):
         import psycopg
 
         with psycopg.connect(db, autocommit=True) as conn:
             conn.execute("ANALYZE")
     result["hot_citations"] = len(store.by_path(REPO, hot, limit=None))
+    if reads_only:
+        result.update(one_repository_reads(service, files, paths, rng, runs))
+        service.close()
+        return result
 
     def store_one(through: MemoryService = service) -> None:
         path = rng.choice(paths)
@@ -355,20 +384,7 @@ def run_one_repository(size: int, db: str | None, workdir: Path) -> dict[str, fl
         store_one(MemoryService(store, source, actor="bench"))
     result["first_store_ms"] = took[0]
     result["store_ms"], result["store_p90_ms"] = p50_p90(store_one)
-    result["recent_ms"] = p50(lambda: service.get_recent(REPO, 50))
-    result["by_path_ms"] = p50(lambda: service.search_by_path(REPO, rng.choice(paths[1:])))
-    result["by_path_hot_ms"] = p50(lambda: service.search_by_path(REPO, hot))
-
-    def hot_lines() -> None:
-        start, end = citable(files[hot], rng)
-        service.search_by_path(REPO, hot, (start, end + 10))
-
-    result["by_path_hot_lines_ms"] = p50(hot_lines)
-    result["search_ms"] = p50(
-        lambda: service.search(REPO, f"{rng.choice(WORDS)} convention", 20))
-    result["context_query_ms"] = p50(
-        lambda: service.context(REPO, query=f"{rng.choice(WORDS)} convention", limit=20,
-                                dry_run=True), runs=50)
+    result.update(one_repository_reads(service, files, paths, rng, runs))
 
     # Passes over unchanged citations: 3,334 and 33,334 memories of 3 (files untouched).
     for label, count in (("10k", 3334), ("100k", 33334)):
@@ -382,15 +398,40 @@ def run_one_repository(size: int, db: str | None, workdir: Path) -> dict[str, fl
     return result
 
 
+def one_repository_reads(service: MemoryService, files: dict[str, list[str]],
+                         paths: list[str], rng: random.Random,
+                         runs: int = 200) -> dict[str, float]:
+    """The reads of the one-repository case (``paths[0]`` is the hot file); p50s of
+    ``runs`` calls (a quarter as many of ``context``)."""
+    hot = paths[0]
+    result = {"recent_ms": p50(lambda: service.get_recent(REPO, 50), runs),
+              "by_path_ms": p50(lambda: service.search_by_path(REPO, rng.choice(paths[1:])),
+                                runs),
+              "by_path_hot_ms": p50(lambda: service.search_by_path(REPO, hot), runs)}
+
+    def hot_lines() -> None:
+        start, end = citable(files[hot], rng)
+        service.search_by_path(REPO, hot, (start, end + 10))
+
+    result["by_path_hot_lines_ms"] = p50(hot_lines, runs)
+    result["search_ms"] = p50(
+        lambda: service.search(REPO, f"{rng.choice(WORDS)} convention", 20), runs)
+    result["context_query_ms"] = p50(
+        lambda: service.context(REPO, query=f"{rng.choice(WORDS)} convention", limit=20,
+                                dry_run=True), runs=max(1, runs // 4))
+    return result
+
+
 def print_one_repository(size: int, r: dict[str, float], backend: str) -> None:
     print(f"One repository, {size:,} memories ({backend}; the hot file cited by "
           f"{int(r['hot_citations']):,} of them; filled in {r['fill_s']:.0f} s):\n")
     print("| what | p50 |")
     print("|---|---|")
-    rows = [
+    rows = [] if "store_ms" not in r else [
         ("store, fingerprinting included (p90)",
          f"{r['store_ms']:.2f} ms ({r['store_p90_ms']:.2f} ms)"),
-        ("the first store of a new service (one run)", f"{r['first_store_ms']:.2f} ms"),
+        ("the first store of a new service (one run)", f"{r['first_store_ms']:.2f} ms")]
+    rows += [
         ("get_recent(50) through the service", f"{r['recent_ms']:.2f} ms"),
         ("search_by_path, a random file", f"{r['by_path_ms']:.2f} ms"),
         ("search_by_path, the hot file", f"{r['by_path_hot_ms']:.2f} ms"),
@@ -399,7 +440,7 @@ def print_one_repository(size: int, r: dict[str, float], backend: str) -> None:
         ("context with a query (20 memories verified, a dry run)",
          f"{r['context_query_ms']:.2f} ms"),
     ]
-    for label in ("10k", "100k"):
+    for label in ("10k", "100k") if "verify_10k_ms" in r else ():
         rows.append((f"verify {int(r[f'verify_{label}_citations']):,} unchanged citations",
                      f"{r[f'verify_{label}_ms']:,.0f} ms"))
     for what, value in rows:
@@ -415,15 +456,30 @@ def main() -> None:
     )
     parser.add_argument("--one-repo", type=int, metavar="N",
                         help="instead: N memories in one repository, with a hot file")
+    parser.add_argument("--workdir", type=Path, metavar="DIR",
+                        help="with --one-repo: keep the repository and the store in DIR, "
+                        "and use them as they are when an earlier run left them there")
+    parser.add_argument("--reads", action="store_true",
+                        help="with --one-repo: time only the reads (they change nothing "
+                        "but telemetry)")
+    parser.add_argument("--json", action="store_true",
+                        help="with --one-repo: print the timings as JSON")
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="vmem-bench-"))
+    if (args.workdir or args.reads or args.json) and not args.one_repo:
+        parser.error("--workdir, --reads and --json go with --one-repo")
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="vmem-bench-"))
     backend = "Postgres" if args.db and args.db.startswith("postgres") else "SQLite"
     if args.one_repo:
+        workdir.mkdir(parents=True, exist_ok=True)
         try:
-            result = run_one_repository(args.one_repo, args.db, workdir)
+            result = run_one_repository(args.one_repo, args.db, workdir, args.reads)
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        print_one_repository(args.one_repo, result, backend)
+            if args.workdir is None:
+                shutil.rmtree(workdir, ignore_errors=True)
+        if args.json:
+            print(json.dumps(result, indent=1))
+        else:
+            print_one_repository(args.one_repo, result, backend)
         return
     rows = []
     try:

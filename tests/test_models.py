@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pickle
-from dataclasses import FrozenInstanceError, replace
+from dataclasses import FrozenInstanceError, fields, replace
 from datetime import UTC, datetime
 
 import pytest
@@ -20,6 +20,7 @@ from verified_memory.models import (
     decode_line_hashes,
     encode_line_hashes,
     replaced,
+    slot_maker,
 )
 
 ANCHOR = Anchor("function_definition", "Session.request", "00000000000000ff", 2, "python")
@@ -125,3 +126,34 @@ def test_replaced_copies_a_frozen_dataclass_as_replace_does() -> None:
     assert replaced(memory) is not memory
     with pytest.raises(FrozenInstanceError):
         copy.fact = "changed"  # type: ignore[misc]
+
+
+def test_slot_maker_makes_what_the_constructor_makes() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    citation = Citation("a.py", 1, 2, "c" * 40, "b" * 40, Fingerprint("abc", HASHES, ANCHOR))
+    made_citation = slot_maker(Citation, [f.name for f in fields(Citation)])(
+        "a.py", 1, 2, "c" * 40, "b" * 40, Fingerprint("abc", HASHES, ANCHOR))
+    assert made_citation == citation
+    memory = Memory(id="m", repo="o/r", subject="s", fact="f", citations=(citation,),
+                    created_at=t0, refreshed_at=t0, tags=("x",), applied_count=4,
+                    used_at=t0, promoted_to="AGENTS.md")
+    make = slot_maker(Memory, [f.name for f in fields(Memory)])
+    made = make(*(getattr(memory, f.name) for f in fields(Memory)))
+    assert type(made) is Memory
+    assert made == memory
+    assert made.to_dict() == memory.to_dict()
+    assert pickle.loads(pickle.dumps(made)) == memory
+    with pytest.raises(FrozenInstanceError):
+        made.fact = "changed"  # type: ignore[misc]
+    # A stored fingerprint is made this way too, and stays immutable.
+    stored = Fingerprint.stored("abc", encode_line_hashes(HASHES), ANCHOR_JSON)
+    assert stored == Fingerprint("abc", HASHES, ANCHOR)
+    with pytest.raises(FrozenInstanceError):
+        stored.snippet_hash = "x"  # type: ignore[misc]
+
+
+def test_slot_maker_needs_every_slot_once() -> None:
+    with pytest.raises(TypeError, match="every slot"):
+        slot_maker(Citation, ["path", "line_start"])
+    with pytest.raises(TypeError, match="every slot"):
+        slot_maker(Citation, [*(f.name for f in fields(Citation)), "path"])

