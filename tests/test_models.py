@@ -19,6 +19,7 @@ from verified_memory.models import (
     Transition,
     decode_line_hashes,
     encode_line_hashes,
+    new_event_keys,
     replaced,
 )
 
@@ -125,3 +126,12 @@ def test_replaced_copies_a_frozen_dataclass_as_replace_does() -> None:
     assert replaced(memory) is not memory
     with pytest.raises(FrozenInstanceError):
         copy.fact = "changed"  # type: ignore[misc]
+
+
+def test_event_keys_made_together_are_new_event_keys() -> None:
+    keys = new_event_keys(500)
+
+    assert len(set(keys)) == 500
+    assert all(len(key) == 32 and int(key, 16) >= 0 for key in keys)
+    assert [key[:16] for key in keys] == sorted(key[:16] for key in keys)  # time first
+    assert new_event_keys(0) == []
