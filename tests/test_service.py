@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from verified_memory import (
     Status,
     ValidationError,
 )
+from verified_memory.models import Transition
 from verified_memory.sources.base import git_blob_sha
 from verified_memory.sources.fake import DictSource
 from verified_memory.sources.local_git import LocalGitSource
@@ -329,6 +331,55 @@ def test_verdict_events_count_unchanged_citations_and_describe_the_rest(
     assert [(o["cited"], o["outcome"], o["step"]) for o in first.detail["outcomes"]] == [
         ("src/config.py:5-6", "relocated", 3)]
     assert (second.detail["unchanged"], second.detail["outcomes"]) == (2, [])
+
+
+def test_a_pass_over_unchanged_code_shares_what_its_events_say(
+        service: MemoryService, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every memory whose files are unchanged gets events that say the same: one detail
+    # object each kind, written (and encoded) once, read back as it was said.
+    memories = [service.store(memory_input(subject=f"memory {i}", fact=f"fact {i}")).memory
+                for i in range(3)]
+    service.verify([m.id for m in memories])  # their first verdict at the tip
+    written: list[Transition] = []
+    apply = service.memories.apply
+    monkeypatch.setattr(service.memories, "apply",
+                        lambda transitions: (written.extend(transitions), apply(transitions))[1])
+
+    service.verify([m.id for m in memories])
+
+    valid = [t.events[0].detail for t in written]
+    refreshed = [t.events[1].detail for t in written]
+    assert all(detail is valid[0] for detail in valid)
+    assert all(detail is refreshed[0] for detail in refreshed)
+    assert valid[0] != refreshed[0]
+    for m in memories:
+        *_, (valid_event, refreshed_event) = [
+            (e, f) for e, f in pairwise(service.memories.events(memory_id=m.id))
+            if e.kind is EventKind.VERIFIED_VALID]
+        assert dict(valid_event.detail) == {"ref": "HEAD", "revision": written[0].verified_commit,
+                                            "outcomes": [], "unchanged": 2, "pass_requests": 0}
+        assert refreshed_event.kind is EventKind.REFRESHED
+        assert dict(refreshed_event.detail) == {"by": "verification", "ref": "HEAD",
+                                                "revision": written[0].verified_commit}
+
+
+def test_a_verdict_another_writer_came_before_is_reported_as_it_was(
+        service: MemoryService, monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = service.store(memory_input()).memory
+    apply = service.memories.apply
+
+    def invalidated_first(transitions: list[Transition]) -> list[bool]:
+        apply([Transition(memory.id, status=Status.INVALID, invalid_reason="by hand")])
+        return apply(transitions)
+
+    monkeypatch.setattr(service.memories, "apply", invalidated_first)
+    (verification,) = service.verify([memory.id]).verifications
+
+    assert verification.decision is Decision.REFRESH
+    assert verification.change is None
+    assert verification.memory == memory  # as the pass read it
+    stored = service.memories.get(memory.id)
+    assert (stored.status, stored.verification_count) == (Status.INVALID, 0)
 
 
 def test_the_garbage_collector_rests_during_a_pass_only(
