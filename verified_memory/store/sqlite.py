@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from itertools import groupby
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -416,6 +416,7 @@ class SQLiteStore(ClosingStore):
             status = {memory_id: s for memory_id, (s, _) in found.items()}
             results: list[bool] = []
             updates: list[_Update] = []
+            clauses: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]] | None] = {}
             # memory id -> its citation rows; a memory rewritten twice keeps the last set
             rewritten: dict[str, list[tuple[Any, ...]]] = {}
             event_rows: list[tuple[Any, ...]] = []
@@ -428,9 +429,14 @@ class SQLiteStore(ClosingStore):
                     continue
                 if transition.status is not None:
                     status[memory_id] = transition.status.value
-                update = _update(transition_values(transition))
-                if update is not None:
-                    updates.append(update)
+                # Transitions that change the same (a pass's refreshes) share one clause.
+                shape = _CHANGES(transition)
+                if shape in clauses:
+                    sets = clauses[shape]
+                else:
+                    sets = clauses[shape] = _update(transition_values(transition))
+                if sets is not None:
+                    updates.append((*sets, memory_id))
                 if citations is not None:
                     repo = found[memory_id][1]
                     rewritten[memory_id] = [citation_values(memory_id, repo, i, c)
@@ -927,14 +933,18 @@ def _newest_matches(conn: sqlite3.Connection, columns: str, matches: str, words:
 
 #: An UPDATE of one memory: its SET clause, the clause's parameters, the memory's id.
 _Update = tuple[str, tuple[Any, ...], str]
+#: What a transition changes of its memory's row (every field that ``_update`` reads
+#: but the id): transitions alike in these have one SET clause.
+_CHANGES = attrgetter(*(name for name in Transition.__slots__
+                        if name not in ("memory_id", "expect", "citations", "events")))
 
 
-def _update(values: dict[str, Any]) -> _Update | None:
-    """The UPDATE of a transition (``transition_values``), setting only the columns it
-    changes (None: it changes none, only its events are written); what
-    ``Transition.apply_to`` says in Python. A statement naming only what changes is a
-    third cheaper than one that coalesces every column, and a pass's refreshes all
-    share one."""
+def _update(values: dict[str, Any]) -> tuple[str, tuple[Any, ...]] | None:
+    """The SET clause of a transition's UPDATE (``transition_values``) and its
+    parameters, setting only the columns it changes (None: it changes none, only its
+    events are written); what ``Transition.apply_to`` says in Python. A statement
+    naming only what changes is a third cheaper than one that coalesces every column,
+    and a pass's refreshes all share one."""
     sets: list[str] = []
     params: list[Any] = []
 
@@ -964,7 +974,7 @@ def _update(values: dict[str, Any]) -> _Update | None:
             assign(column, values[key], f"{column} + ?")
     if not sets:
         return None
-    return ", ".join(sets), tuple(params), values["memory_id"]
+    return ", ".join(sets), tuple(params)
 
 
 def _run_updates(conn: sqlite3.Connection, updates: Sequence[_Update]) -> None:
