@@ -25,11 +25,14 @@ process pays it), storing (p50, p90), ``get_recent(50)``,
 ``search_by_path`` on a random file and on the hot file (whole file, and lines of it),
 ``search`` top-20, ``context`` with a query, and passes over 10,000 and 100,000
 unchanged citations (in process, verdicts at the main line's tip, decisions written).
+``--keep DIR`` saves the store as those passes find it; ``--passes-from DIR`` then times
+only the passes, each run on a fresh copy (quicker, for comparing two versions).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
 import statistics
@@ -320,8 +323,11 @@ def p50_p90(fn: Callable[[], object], runs: int = 200) -> tuple[float, float]:
     return statistics.median(times), statistics.quantiles(times, n=10)[-1]
 
 
-def run_one_repository(size: int, db: str | None, workdir: Path) -> dict[str, float]:
-    """The single big repository (see the module docstring): every timing in one dict."""
+def run_one_repository(size: int, db: str | None, workdir: Path,
+                       keep: Path | None = None) -> dict[str, float]:
+    """The single big repository (see the module docstring): every timing in one dict.
+    ``keep``: a new directory where the store (SQLite), its repository and the
+    memories' ids are saved as the passes find them."""
     rng = random.Random(size)
     repo, files = make_repo(workdir / f"one{size}")
     source = LocalGitSource(repo)
@@ -370,7 +376,19 @@ def run_one_repository(size: int, db: str | None, workdir: Path) -> dict[str, fl
         lambda: service.context(REPO, query=f"{rng.choice(WORDS)} convention", limit=20,
                                 dry_run=True), runs=50)
 
-    # Passes over unchanged citations: 3,334 and 33,334 memories of 3 (files untouched).
+    if keep is not None:  # the store as the passes find it, for --passes-from
+        keep.mkdir(parents=True)
+        store.backup(keep / "store.db")
+        shutil.copytree(repo, keep / "repo")
+        (keep / "memories.json").write_text(json.dumps(memories))
+    result.update(unchanged_passes(service, memories))
+    service.close()
+    return result
+
+
+def unchanged_passes(service: MemoryService, memories: list[str]) -> dict[str, float]:
+    """Passes over unchanged citations: 3,334 and 33,334 memories of 3 (files untouched)."""
+    result: dict[str, float] = {}
     for label, count in (("10k", 3334), ("100k", 33334)):
         chosen = memories[:min(len(memories), count)]
         with timer() as took:
@@ -378,8 +396,15 @@ def run_one_repository(size: int, db: str | None, workdir: Path) -> dict[str, fl
         result[f"verify_{label}_citations"] = sum(len(v.checks) for v in report.verifications)
         result[f"verify_{label}_ms"] = took[0]
         del report
-    service.close()
     return result
+
+
+def passes_from(kept: Path, workdir: Path) -> dict[str, float]:
+    """``unchanged_passes`` over a fresh copy of a store ``--keep`` saved."""
+    shutil.copy(kept / "store.db", workdir / "store.db")
+    store = open_store(f"sqlite:///{workdir / 'store.db'}")
+    with MemoryService(store, LocalGitSource(kept / "repo"), actor="bench") as service:
+        return unchanged_passes(service, json.loads((kept / "memories.json").read_text()))
 
 
 def print_one_repository(size: int, r: dict[str, float], backend: str) -> None:
@@ -415,15 +440,27 @@ def main() -> None:
     )
     parser.add_argument("--one-repo", type=int, metavar="N",
                         help="instead: N memories in one repository, with a hot file")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="with --one-repo (SQLite): save the store as the passes find "
+                             "it, with its repository, in the new directory DIR")
+    parser.add_argument("--passes-from", type=Path, metavar="DIR",
+                        help="instead: only the unchanged passes, on a fresh copy of the "
+                             "store --keep saved in DIR")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="vmem-bench-"))
     backend = "Postgres" if args.db and args.db.startswith("postgres") else "SQLite"
-    if args.one_repo:
+    if args.passes_from or args.one_repo:
         try:
-            result = run_one_repository(args.one_repo, args.db, workdir)
+            result = (passes_from(args.passes_from, workdir) if args.passes_from
+                      else run_one_repository(args.one_repo, args.db, workdir, args.keep))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-        print_one_repository(args.one_repo, result, backend)
+        if args.passes_from:
+            for label in ("10k", "100k"):
+                print(f"verify {int(result[f'verify_{label}_citations']):,} unchanged "
+                      f"citations: {result[f'verify_{label}_ms']:,.0f} ms")
+        else:
+            print_one_repository(args.one_repo, result, backend)
         return
     rows = []
     try:
