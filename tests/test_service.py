@@ -22,13 +22,16 @@ from verified_memory import (
     Status,
     ValidationError,
 )
-from verified_memory.models import Transition
+from verified_memory.models import Transition, utcnow
 from verified_memory.sources.base import git_blob_sha
 from verified_memory.sources.fake import DictSource
 from verified_memory.sources.local_git import LocalGitSource
 from verified_memory.sources.worktree import WorktreeSource
 from verified_memory.store.memory import InMemoryStore
 from verified_memory.store.sqlite import SQLiteStore
+from verified_memory.verify.ladder import Verifier
+from verified_memory.verify.passes import VerificationPass
+from verified_memory.verify.scope import pass_scope
 
 REPO = "acme/app"
 CONFIG = """\
@@ -361,6 +364,30 @@ def test_a_pass_over_unchanged_code_shares_what_its_events_say(
         assert refreshed_event.kind is EventKind.REFRESHED
         assert dict(refreshed_event.detail) == {"by": "verification", "ref": "HEAD",
                                                 "revision": written[0].verified_commit}
+
+
+def test_the_refresh_of_unchanged_code_is_the_general_verdict(service: MemoryService) -> None:
+    # A memory judged on the main line before, every file as it cited it, is refreshed
+    # by a shortcut; one that had to be placed (its commits contained) by the general
+    # path. The two make the same transition, events included.
+    memory = service.store(memory_input()).memory
+    service.verify([memory.id])
+    memory = service.memories.get(memory.id)
+    source = service.source_for(REPO)
+    scope = pass_scope(source, "HEAD", apply=None, branch=service.truth_ref)
+    checks = Verifier(source).check(memory.citations, scope.revision)
+    run = VerificationPass(service.memories, service.telemetry, actor="tester", locator=None)
+    now = utcnow()
+    contained = frozenset(c.sha for c in memory.citations)
+
+    shortcut = run._verdict(memory, checks, Decision.REFRESH, None, scope, None, now, 3)
+    general = run._verdict(memory, checks, Decision.REFRESH, None, scope, contained, now, 3)
+
+    assert [c.step for c in checks] == [1, 1]
+    assert shortcut == general
+    assert [e.kind for e in shortcut.events] == [EventKind.VERIFIED_VALID, EventKind.REFRESHED]
+    again = run._verdict(memory, checks, Decision.REFRESH, None, scope, None, now, 3)
+    assert again.events[0].detail is shortcut.events[0].detail  # made once per pass
 
 
 def test_a_verdict_another_writer_came_before_is_reported_as_it_was(
