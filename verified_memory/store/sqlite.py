@@ -403,9 +403,9 @@ class SQLiteStore(ClosingStore):
             # write lock is held, so the statuses cannot change under us, and the
             # transitions are decided in order as if each were its own UPDATE.
             found = {
-                memory_id: (status, repo)
-                for memory_id, status, repo in conn.execute(
-                    "SELECT id, status, repo FROM agent_memory "
+                memory_id: (status, repo, seq)
+                for memory_id, status, repo, seq in conn.execute(
+                    "SELECT id, status, repo, seq FROM agent_memory "
                     "WHERE id IN (SELECT value FROM json_each(?))",
                     (json.dumps(ids),),
                 )
@@ -413,7 +413,7 @@ class SQLiteStore(ClosingStore):
             for memory_id in ids:
                 if memory_id not in found:
                     raise NotFound(f"memory {memory_id} not found")
-            status = {memory_id: s for memory_id, (s, _) in found.items()}
+            status = {memory_id: s for memory_id, (s, _, _) in found.items()}
             results: list[bool] = []
             updates: list[_Update] = []
             clauses: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]] | None] = {}
@@ -435,8 +435,8 @@ class SQLiteStore(ClosingStore):
                     sets = clauses[shape]
                 else:
                     sets = clauses[shape] = _update(transition_values(transition))
-                if sets is not None:
-                    updates.append((*sets, memory_id))
+                if sets is not None:  # by row number: no look-up of the id again
+                    updates.append((*sets, found[memory_id][2]))
                 if citations is not None:
                     repo = found[memory_id][1]
                     rewritten[memory_id] = [citation_values(memory_id, repo, i, c)
@@ -931,8 +931,8 @@ def _newest_matches(conn: sqlite3.Connection, columns: str, matches: str, words:
                         (json.dumps(list(found)[:bound]),)).fetchall()
 
 
-#: An UPDATE of one memory: its SET clause, the clause's parameters, the memory's id.
-_Update = tuple[str, tuple[Any, ...], str]
+#: An UPDATE of one memory: its SET clause, the clause's parameters, the memory's seq.
+_Update = tuple[str, tuple[Any, ...], int]
 #: What a transition changes of its memory's row (every field that ``_update`` reads
 #: but the id): transitions alike in these have one SET clause.
 _CHANGES = attrgetter(*(name for name in Transition.__slots__
@@ -980,24 +980,24 @@ def _update(values: dict[str, Any]) -> tuple[str, tuple[Any, ...]] | None:
 def _run_updates(conn: sqlite3.Connection, updates: Sequence[_Update]) -> None:
     """Run ``updates`` in order. Consecutive ones that set the same values on different
     memories (a pass's refreshes: one time, one revision) are one statement over a JSON
-    array of their ids: 33,000 one-row statements cost a pass about 0.3 s, a few
+    array of their row numbers: 33,000 one-row statements cost a pass about 0.3 s, a few
     statements of 5,000 rows a third of that. A memory updated twice in a row starts a
     new statement, so that its counters add up as the single updates would."""
     for (sets, params), group in groupby(updates, key=itemgetter(0, 1)):
-        ids: dict[str, None] = {}
-        for *_, memory_id in group:
-            if memory_id in ids:
-                _update_ids(conn, sets, params, ids)
-                ids = {}
-            ids[memory_id] = None
-        _update_ids(conn, sets, params, ids)
+        rows: dict[int, None] = {}
+        for *_, seq in group:
+            if seq in rows:
+                _update_rows(conn, sets, params, rows)
+                rows = {}
+            rows[seq] = None
+        _update_rows(conn, sets, params, rows)
 
 
-def _update_ids(conn: sqlite3.Connection, sets: str, params: tuple[Any, ...],
-                ids: dict[str, None]) -> None:
+def _update_rows(conn: sqlite3.Connection, sets: str, params: tuple[Any, ...],
+                 rows: dict[int, None]) -> None:
     conn.execute(f"UPDATE agent_memory SET {sets} "
-                 "WHERE id IN (SELECT value FROM json_each(?))",
-                 (*params, json.dumps(list(ids))))
+                 "WHERE seq IN (SELECT value FROM json_each(?))",
+                 (*params, json.dumps(list(rows))))
 
 
 def _prepare(transition: Transition) -> tuple[Transition, tuple[Citation, ...] | None]:
