@@ -366,28 +366,37 @@ def test_a_pass_over_unchanged_code_shares_what_its_events_say(
                                                 "revision": written[0].verified_commit}
 
 
-def test_the_refresh_of_unchanged_code_is_the_general_verdict(service: MemoryService) -> None:
-    # A memory judged on the main line before, every file as it cited it, is refreshed
-    # by a shortcut; one that had to be placed (its commits contained) by the general
-    # path. The two make the same transition, events included.
+def test_the_refresh_of_unchanged_code_is_the_general_verdict(service: MemoryService,
+                                                              repo: GitRepo) -> None:
+    # A memory every file of which is as it cited it is refreshed by a shortcut, judged
+    # on the main line before or placed on it now (its commits contained): the same
+    # transition, events included, as the verdict made field by field.
     memory = service.store(memory_input()).memory
-    service.verify([memory.id])
-    memory = service.memories.get(memory.id)
+    repo.write("NOTES.md", "unrelated\n")
+    repo.commit("unrelated")
     source = service.source_for(REPO)
     scope = pass_scope(source, "HEAD", apply=None, branch=service.truth_ref)
     checks = Verifier(source).check(memory.citations, scope.revision)
     run = VerificationPass(service.memories, service.telemetry, actor="tester", locator=None)
     now = utcnow()
     contained = frozenset(c.sha for c in memory.citations)
-
-    shortcut = run._verdict(memory, checks, Decision.REFRESH, None, scope, None, now, 3)
-    general = run._verdict(memory, checks, Decision.REFRESH, None, scope, contained, now, 3)
-
     assert [c.step for c in checks] == [1, 1]
-    assert shortcut == general
-    assert [e.kind for e in shortcut.events] == [EventKind.VERIFIED_VALID, EventKind.REFRESHED]
-    again = run._verdict(memory, checks, Decision.REFRESH, None, scope, None, now, 3)
-    assert again.events[0].detail is shortcut.events[0].detail  # made once per pass
+
+    for placed in (None, contained):
+        shortcut = run._verdict(memory, checks, Decision.REFRESH, None, scope, placed, now, 3)
+        general = run._any_verdict(memory, checks, Decision.REFRESH, None, scope, placed,
+                                   now, 3)
+        assert shortcut == general
+        assert [e.kind for e in shortcut.events] == [EventKind.VERIFIED_VALID,
+                                                      EventKind.REFRESHED]
+        again = run._verdict(memory, checks, Decision.REFRESH, None, scope, placed, now, 3)
+        assert again.events[0].detail is shortcut.events[0].detail  # made once per pass
+    # A commit the main line does not contain: its pin moves, so no shortcut.
+    off_main = run._verdict(memory, checks, Decision.REFRESH, None, scope,
+                            frozenset({"f" * 40}), now, 3)
+    assert off_main.citations is not None
+    assert [c.sha for c in off_main.citations] == [scope.revision] * 2
+    assert memory.citations[0].sha != scope.revision
 
 
 def test_a_verdict_another_writer_came_before_is_reported_as_it_was(

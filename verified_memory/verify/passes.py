@@ -283,13 +283,13 @@ class VerificationPass:
 
     def _unchanged(self, memory: Memory, cited: int, scope: PassScope, now: datetime,
                    requests: int) -> Transition:
-        """``_verdict``'s refresh of an active memory judged on the main line before,
-        every one of whose ``cited`` files has the blob it cited (ladder step 1): the
-        memory keeps its citations and pins, and its two events say what they say of
-        every such memory of the pass. So their details are made once per pass and
-        shared (a store encodes a shared detail once): a pass over 100,000 unchanged
-        citations makes 66,000 such events. The same transition as the general path's
-        (a test holds them together)."""
+        """``_verdict``'s refresh of an active memory every one of whose ``cited`` files
+        has the blob it cited (ladder step 1), at commits on the main line: the memory
+        keeps its citations and pins, and its two events say what they say of every
+        such memory of the pass. So their details are made once per pass and shared (a
+        store encodes a shared detail once): a pass over 100,000 unchanged citations
+        makes 66,000 such events. The transition ``_any_verdict`` makes (a test holds
+        them together)."""
         key = (scope.ref, scope.revision, cited, requests)
         details = self._details.get(key)
         if details is None:
@@ -312,9 +312,18 @@ class VerificationPass:
         """The change a verdict makes, with its events (the outcome event first): the
         memory is refreshed (revived, if it was invalid) or invalidated, and records the
         main line and commit of the verdict."""
-        if (contained is None and memory.status is Status.ACTIVE
-                and decision is Decision.REFRESH and checks and all(c.step == 1 for c in checks)):
+        if (memory.status is Status.ACTIVE and decision is Decision.REFRESH and checks
+                and all(c.step == 1 for c in checks)
+                and (contained is None or all(c.citation.sha in contained for c in checks))):
             return self._unchanged(memory, len(checks), scope, now, requests)
+        return self._any_verdict(memory, checks, decision, reason, scope, contained, now,
+                                 requests)
+
+    def _any_verdict(self, memory: Memory, checks: Sequence[CitationCheck],
+                     decision: Decision, reason: str | None, scope: PassScope,
+                     contained: frozenset[str] | None, now: datetime,
+                     requests: int) -> Transition:
+        """``_verdict`` made field by field, whatever the checks found."""
         revision, at = scope.revision, now
         where = {"ref": scope.ref, "revision": revision}
         outcomes = _outcomes(checks)
