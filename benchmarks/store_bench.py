@@ -32,12 +32,16 @@ filled by an earlier run, and changed by it: what it stored and verified). With
 ``--reads``, only the reads are timed (recent, by path, search, context), which change
 nothing but telemetry: runs of two versions of the code alternate on one store that way
 (a copy each when one version migrates the file further).
+
+``--keep DIR`` saves the store as those passes find it; ``--passes-from DIR`` then times
+only the passes, each run on a fresh copy (quicker, for comparing two versions).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import statistics
@@ -339,8 +343,11 @@ def kept_repo(root: Path) -> tuple[Path, dict[str, list[str]]]:
 
 
 def run_one_repository(size: int, db: str | None, workdir: Path,
-                       reads_only: bool = False, runs: int = 200) -> dict[str, float]:
-    """The single big repository (see the module docstring): every timing in one dict."""
+                       reads_only: bool = False, runs: int = 200,
+                       keep: Path | None = None) -> dict[str, float]:
+    """The single big repository (see the module docstring): every timing in one dict.
+    ``keep``: a new directory where the store (SQLite), its repository and the
+    memories' ids are saved as the passes find them."""
     rng = random.Random(size)
     repo, files = kept_repo(workdir / f"one{size}")
     source = LocalGitSource(repo)
@@ -386,7 +393,19 @@ def run_one_repository(size: int, db: str | None, workdir: Path,
     result["store_ms"], result["store_p90_ms"] = p50_p90(store_one)
     result.update(one_repository_reads(service, files, paths, rng, runs))
 
-    # Passes over unchanged citations: 3,334 and 33,334 memories of 3 (files untouched).
+    if keep is not None:  # the store as the passes find it, for --passes-from
+        keep.mkdir(parents=True)
+        store.backup(keep / "store.db")
+        shutil.copytree(repo, keep / "repo")
+        (keep / "memories.json").write_text(json.dumps(memories))
+    result.update(unchanged_passes(service, memories))
+    service.close()
+    return result
+
+
+def unchanged_passes(service: MemoryService, memories: list[str]) -> dict[str, float]:
+    """Passes over unchanged citations: 3,334 and 33,334 memories of 3 (files untouched)."""
+    result: dict[str, float] = {}
     for label, count in (("10k", 3334), ("100k", 33334)):
         chosen = memories[:min(len(memories), count)]
         with timer() as took:
@@ -394,7 +413,6 @@ def run_one_repository(size: int, db: str | None, workdir: Path,
         result[f"verify_{label}_citations"] = sum(len(v.checks) for v in report.verifications)
         result[f"verify_{label}_ms"] = took[0]
         del report
-    service.close()
     return result
 
 
@@ -420,6 +438,16 @@ def one_repository_reads(service: MemoryService, files: dict[str, list[str]],
         lambda: service.context(REPO, query=f"{rng.choice(WORDS)} convention", limit=20,
                                 dry_run=True), runs=max(1, runs // 4))
     return result
+def passes_from(kept: Path, workdir: Path) -> dict[str, float]:
+    """``unchanged_passes`` over a fresh copy of a store ``--keep`` saved."""
+    shutil.copy(kept / "store.db", workdir / "store.db")
+    # On disk before the clock starts: else the pass's first checkpoint (an fsync of the
+    # file) waits for the whole copy to be written out, as no pass of a real store does.
+    with (workdir / "store.db").open("rb+") as copy:
+        os.fsync(copy.fileno())
+    store = open_store(f"sqlite:///{workdir / 'store.db'}")
+    with MemoryService(store, LocalGitSource(kept / "repo"), actor="bench") as service:
+        return unchanged_passes(service, json.loads((kept / "memories.json").read_text()))
 
 
 def print_one_repository(size: int, r: dict[str, float], backend: str) -> None:
@@ -464,15 +492,35 @@ def main() -> None:
                         "but telemetry)")
     parser.add_argument("--json", action="store_true",
                         help="with --one-repo: print the timings as JSON")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="with --one-repo (SQLite): save the store as the passes find "
+                             "it, with its repository, in the new directory DIR")
+    parser.add_argument("--passes-from", type=Path, metavar="DIR",
+                        help="instead: only the unchanged passes, on a fresh copy of the "
+                             "store --keep saved in DIR")
     args = parser.parse_args()
-    if (args.workdir or args.reads or args.json) and not args.one_repo:
-        parser.error("--workdir, --reads and --json go with --one-repo")
+    if (args.reads or args.json or args.keep) and not args.one_repo:
+        parser.error("--reads, --json and --keep go with --one-repo")
+    if args.workdir and not (args.one_repo or args.passes_from):
+        parser.error("--workdir goes with --one-repo or --passes-from")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="vmem-bench-"))
     backend = "Postgres" if args.db and args.db.startswith("postgres") else "SQLite"
+    if args.passes_from:
+        workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            result = passes_from(args.passes_from, workdir)
+        finally:
+            if args.workdir is None:
+                shutil.rmtree(workdir, ignore_errors=True)
+        for label in ("10k", "100k"):
+            print(f"verify {int(result[f'verify_{label}_citations']):,} unchanged "
+                  f"citations: {result[f'verify_{label}_ms']:,.0f} ms")
+        return
     if args.one_repo:
         workdir.mkdir(parents=True, exist_ok=True)
         try:
-            result = run_one_repository(args.one_repo, args.db, workdir, args.reads)
+            result = run_one_repository(args.one_repo, args.db, workdir, args.reads,
+                                        keep=args.keep)
         finally:
             if args.workdir is None:
                 shutil.rmtree(workdir, ignore_errors=True)

@@ -19,6 +19,7 @@ from verified_memory.models import (
     Transition,
     decode_line_hashes,
     encode_line_hashes,
+    new_event_keys,
     replaced,
     slot_maker,
 )
@@ -157,3 +158,12 @@ def test_slot_maker_needs_every_slot_once() -> None:
         slot_maker(Citation, ["path", "line_start"])
     with pytest.raises(TypeError, match="every slot"):
         slot_maker(Citation, [*(f.name for f in fields(Citation)), "path"])
+
+
+def test_event_keys_made_together_are_new_event_keys() -> None:
+    keys = new_event_keys(500)
+
+    assert len(set(keys)) == 500
+    assert all(len(key) == 32 and int(key, 16) >= 0 for key in keys)
+    assert [key[:16] for key in keys] == sorted(key[:16] for key in keys)  # time first
+    assert new_event_keys(0) == []

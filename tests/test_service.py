@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,16 @@ from verified_memory import (
     Status,
     ValidationError,
 )
+from verified_memory.models import Transition, utcnow
 from verified_memory.sources.base import git_blob_sha
 from verified_memory.sources.fake import DictSource
 from verified_memory.sources.local_git import LocalGitSource
 from verified_memory.sources.worktree import WorktreeSource
 from verified_memory.store.memory import InMemoryStore
 from verified_memory.store.sqlite import SQLiteStore
+from verified_memory.verify.ladder import Verifier
+from verified_memory.verify.passes import VerificationPass
+from verified_memory.verify.scope import pass_scope
 
 REPO = "acme/app"
 CONFIG = """\
@@ -329,6 +334,88 @@ def test_verdict_events_count_unchanged_citations_and_describe_the_rest(
     assert [(o["cited"], o["outcome"], o["step"]) for o in first.detail["outcomes"]] == [
         ("src/config.py:5-6", "relocated", 3)]
     assert (second.detail["unchanged"], second.detail["outcomes"]) == (2, [])
+
+
+def test_a_pass_over_unchanged_code_shares_what_its_events_say(
+        service: MemoryService, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every memory whose files are unchanged gets events that say the same: one detail
+    # object each kind, written (and encoded) once, read back as it was said.
+    memories = [service.store(memory_input(subject=f"memory {i}", fact=f"fact {i}")).memory
+                for i in range(3)]
+    service.verify([m.id for m in memories])  # their first verdict at the tip
+    written: list[Transition] = []
+    apply = service.memories.apply
+    monkeypatch.setattr(service.memories, "apply",
+                        lambda transitions: (written.extend(transitions), apply(transitions))[1])
+
+    service.verify([m.id for m in memories])
+
+    valid = [t.events[0].detail for t in written]
+    refreshed = [t.events[1].detail for t in written]
+    assert all(detail is valid[0] for detail in valid)
+    assert all(detail is refreshed[0] for detail in refreshed)
+    assert valid[0] != refreshed[0]
+    for m in memories:
+        *_, (valid_event, refreshed_event) = [
+            (e, f) for e, f in pairwise(service.memories.events(memory_id=m.id))
+            if e.kind is EventKind.VERIFIED_VALID]
+        assert dict(valid_event.detail) == {"ref": "HEAD", "revision": written[0].verified_commit,
+                                            "outcomes": [], "unchanged": 2, "pass_requests": 0}
+        assert refreshed_event.kind is EventKind.REFRESHED
+        assert dict(refreshed_event.detail) == {"by": "verification", "ref": "HEAD",
+                                                "revision": written[0].verified_commit}
+
+
+def test_the_refresh_of_unchanged_code_is_the_general_verdict(service: MemoryService,
+                                                              repo: GitRepo) -> None:
+    # A memory every file of which is as it cited it is refreshed by a shortcut, judged
+    # on the main line before or placed on it now (its commits contained): the same
+    # transition, events included, as the verdict made field by field.
+    memory = service.store(memory_input()).memory
+    repo.write("NOTES.md", "unrelated\n")
+    repo.commit("unrelated")
+    source = service.source_for(REPO)
+    scope = pass_scope(source, "HEAD", apply=None, branch=service.truth_ref)
+    checks = Verifier(source).check(memory.citations, scope.revision)
+    run = VerificationPass(service.memories, service.telemetry, actor="tester", locator=None)
+    now = utcnow()
+    contained = frozenset(c.sha for c in memory.citations)
+    assert [c.step for c in checks] == [1, 1]
+
+    for placed in (None, contained):
+        shortcut = run._verdict(memory, checks, Decision.REFRESH, None, scope, placed, now, 3)
+        general = run._any_verdict(memory, checks, Decision.REFRESH, None, scope, placed,
+                                   now, 3)
+        assert shortcut == general
+        assert [e.kind for e in shortcut.events] == [EventKind.VERIFIED_VALID,
+                                                      EventKind.REFRESHED]
+        again = run._verdict(memory, checks, Decision.REFRESH, None, scope, placed, now, 3)
+        assert again.events[0].detail is shortcut.events[0].detail  # made once per pass
+    # A commit the main line does not contain: its pin moves, so no shortcut.
+    off_main = run._verdict(memory, checks, Decision.REFRESH, None, scope,
+                            frozenset({"f" * 40}), now, 3)
+    assert off_main.citations is not None
+    assert [c.sha for c in off_main.citations] == [scope.revision] * 2
+    assert memory.citations[0].sha != scope.revision
+
+
+def test_a_verdict_another_writer_came_before_is_reported_as_it_was(
+        service: MemoryService, monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = service.store(memory_input()).memory
+    apply = service.memories.apply
+
+    def invalidated_first(transitions: list[Transition]) -> list[bool]:
+        apply([Transition(memory.id, status=Status.INVALID, invalid_reason="by hand")])
+        return apply(transitions)
+
+    monkeypatch.setattr(service.memories, "apply", invalidated_first)
+    (verification,) = service.verify([memory.id]).verifications
+
+    assert verification.decision is Decision.REFRESH
+    assert verification.change is None
+    assert verification.memory == memory  # as the pass read it
+    stored = service.memories.get(memory.id)
+    assert (stored.status, stored.verification_count) == (Status.INVALID, 0)
 
 
 def test_the_garbage_collector_rests_during_a_pass_only(

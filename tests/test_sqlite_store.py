@@ -14,11 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 
-from verified_memory.errors import Conflict, StoreError, VerifiedMemoryError
+from verified_memory.errors import Conflict, StoreError, ValidationError, VerifiedMemoryError
 from verified_memory.models import (
     Citation,
     EventKind,
@@ -30,8 +31,11 @@ from verified_memory.models import (
 )
 from verified_memory.store._rows import (
     CITATION_COLUMNS,
+    EVENT_COLUMNS,
     MEMORY_COLUMNS,
     citation_values,
+    event_values,
+    events_values,
     memory_values,
 )
 from verified_memory.store.sqlite import MIGRATIONS, SQLiteStore, fts_query
@@ -190,6 +194,48 @@ def test_telemetry_is_append_only_in_sql(store: SQLiteStore) -> None:
 
     [event] = store.events()
     assert event.actor == "tester"
+
+
+def test_events_are_written_in_order_within_the_parameter_limit(store: SQLiteStore) -> None:
+    # Events go in statements of many rows each; with SQLite's old limit of parameters
+    # lowered further (two rows a statement), every event is still written, in order,
+    # the triggers' counts with them.
+    assert store._conn is not None
+    store._conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 2 * len(EVENT_COLUMNS) + 1)
+    shared = {"ref": "HEAD", "outcomes": [], "unchanged": 3}
+    events = [TelemetryEvent(kind=EventKind.VERIFIED_VALID, repo=REPO, memory_id=f"m{i}",
+                             actor="tester", at=T0, detail=shared) for i in range(7)]
+    store.log(events)
+    store.log([_event(EventKind.FEEDBACK, "m9")])
+
+    written = store.events(limit=None)
+    assert [e.memory_id for e in written] == [*(f"m{i}" for i in range(7)), "m9"]
+    assert [dict(e.detail) for e in written[:7]] == [shared] * 7
+    assert len({e.key for e in written}) == 8
+    with _raw(Path(store.path)) as conn:
+        assert conn.execute("SELECT kind, events FROM agent_memory_events_rollup "
+                            "ORDER BY kind").fetchall() == [("feedback", 1),
+                                                            ("verified_valid", 7)]
+
+
+def test_rows_of_many_events_are_the_rows_of_each() -> None:
+    # events_values encodes a detail (and a time) that events share once: the rows are
+    # the ones event_values makes of each, whatever the detail's mapping type.
+    shared = {"ref": "HEAD", "revision": "r" * 40, "outcomes": [], "unchanged": 3}
+    events = [TelemetryEvent(EventKind.VERIFIED_VALID, REPO, "m1", "tester", T0, shared),
+              TelemetryEvent(EventKind.REFRESHED, REPO, "m1", "tester", T0,
+                             MappingProxyType({"by": "verification", "é": 1.5})),
+              TelemetryEvent(EventKind.VERIFIED_VALID, REPO, "m2", "tester",
+                             T0 + timedelta(seconds=1), shared, key="k" * 32)]
+
+    rows = events_values(events)
+
+    assert [row[:-1] for row in rows] == [event_values(e)[:-1] for e in events]
+    assert rows[1][5] == '{"by":"verification","é":1.5}'
+    assert rows[2][-1] == "k" * 32
+    assert len({row[-1] for row in rows}) == 3
+    with pytest.raises(ValidationError, match="unknown telemetry event kind"):
+        events_values([replace(events[0], kind="nonsense")])
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,7 @@ __all__ = [
     "decode_line_hashes",
     "encode_line_hashes",
     "new_event_key",
+    "new_event_keys",
     "normalize_path",
     "replaced",
     "slot_maker",
@@ -593,6 +594,14 @@ def new_event_key() -> str:
     that keys are unique across stores and grow with time (an index on them is appended
     to, not rewritten at random places)."""
     return f"{time.time_ns():016x}{secrets.token_hex(8)}"
+
+
+def new_event_keys(count: int) -> list[str]:
+    """``count`` new event keys (``new_event_key``), their random bits read in one
+    call: a verification pass writes 66,000 events, and reading 8 bytes from the
+    operating system for each was a tenth of its writing."""
+    random = secrets.token_hex(8 * count)
+    return [f"{time.time_ns():016x}{random[16 * i:16 * i + 16]}" for i in range(count)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -610,6 +610,36 @@ def test_apply_sees_earlier_transitions_of_the_same_batch(store: MemoryStore) ->
     assert store.events(memory_id=m.id) == []
 
 
+def test_apply_of_many_alike_refreshes_is_each_refresh_in_order(store: MemoryStore) -> None:
+    # A pass's refreshes set the same values on many memories (the SQLite store writes
+    # them as one statement): each memory is refreshed once, one named twice twice, one
+    # refreshed otherwise keeps its own values, and the events are written in order.
+    memories = [mem(subject=f"memory {i}", minutes=i) for i in range(5)]
+    for m in memories:
+        store.add(m)
+    a, b, c, d, e = memories
+
+    def refresh(m: Memory, minutes: float, commit: str = "e" * 40) -> Transition:
+        return Transition(m.id, refreshed_at=at(minutes), verified_commit=commit,
+                          add_verifications=1,
+                          events=(event(EventKind.VERIFIED_VALID, m.id, minutes=60,
+                                        step=m.subject),))
+
+    transitions = [refresh(a, 60), refresh(b, 60), refresh(a, 60), refresh(c, 60),
+                   refresh(d, 61, "f" * 40), refresh(e, 60)]
+    assert store.apply(transitions) == [True] * 6
+
+    expected = {m.id: m for m in memories}
+    for transition in transitions:
+        expected[transition.memory_id] = transition.apply_to(expected[transition.memory_id])
+    assert [store.get(m.id) for m in memories] == [expected[m.id] for m in memories]
+    assert store.get(a.id).verification_count == 2
+    assert store.get(d.id).verified_commit == "f" * 40
+    assert [(x.memory_id, x.detail["step"]) for x in store.events(repo=REPO, limit=None)
+            if x.kind is EventKind.VERIFIED_VALID] == [
+        (m.id, m.subject) for m in [a, b, a, c, d, e]]
+
+
 def test_apply_can_expect_another_status(store: MemoryStore) -> None:
     m = mem(status=Status.PENDING)
     store.add(m)
