@@ -2146,6 +2146,46 @@ def test_a_namesake_in_another_module_is_not_the_deleted_definition(history: His
     missing(check_one(history, lines))
 
 
+def test_a_plain_function_moved_to_another_module_and_edited_is_changed_there(
+        history: History) -> None:
+    """A plain function (``_change``) leaves its module for a new one and gains a branch
+    on the way: 6 of its 9 lines are the old ones, under the 70% a namesake elsewhere
+    needs, but a definition of that name new in its file, gone from the cited one, has
+    moved there: ``changed`` at its new place, not ``missing`` (this repository's own
+    history: ``service._change`` into ``verify/passes.py``)."""
+    old_change = src('''
+        def _change(transition: Transition) -> str:
+            """What an applied verdict did, in the word reports use."""
+            if transition.status is Status.INVALID:
+                return "invalidated"
+            if transition.status is Status.ACTIVE and transition.expect is Status.INVALID:
+                return "revived"
+            return "refreshed"
+    ''')
+    new_change = src('''
+        def _change(transition: Transition) -> str:
+            """What an applied verdict did, in the word reports use."""
+            if transition.status is Status.INVALID:
+                return "invalidated"
+            if transition.status is Status.ACTIVE and transition.expect is not Status.ACTIVE:
+                return "revived"
+            if transition.status is Status.EXPIRED:
+                return "expired"
+            return "refreshed"
+    ''')
+    service = ("from app.models import Status, Transition\n\n\n"
+               "def verify(memories):\n    return [m for m in memories if m]\n\n\n"
+               + old_change)
+    history.start({"app/service.py": service})
+    cited = history.cite("app/service.py", *within(service, old_change, old_change))
+    passes = ("from app.models import Status, Transition\n\n\n"
+              "def run(memories):\n    return len(memories)\n\n\n" + new_change)
+    history.repo.write("app/service.py", service.replace("\n\n\n" + old_change, "\n"))
+    history.repo.write("app/passes.py", passes)
+    history.repo.commit("move _change into passes, and say expired")
+    changed(check_one(history, cited), "app/passes.py", within(passes, new_change, new_change))
+
+
 STYLED_RS = src("""
     pub struct Styled(Vec<String>);
 

@@ -97,6 +97,9 @@ __all__ = ["AnchorLocator"]
 #: of the longer one's lines match in order (a renamed function keeps its body; a
 #: sibling that shares a few lines of boilerplate does not reach it).
 SAME_DEFINITION = 0.7
+#: The bar for a plain function's namesake that is new in its file since the citation's
+#: commit (the function moved there and was edited): the move is evidence of its own.
+MOVED_NAMESAKE = 0.6
 #: Stands in for a line that is other code (see ``_foreign_rows``) when scoring: it
 #: matches no cited line, by hash or by fuzzy ratio.
 _FOREIGN = "\x00"
@@ -426,7 +429,8 @@ class AnchorLocator(Locator, Origins):
         wanted = [h for h in old.line_hashes if h != BLANK]
         present = sum(1 for h in wanted if file.positions(h))
         # resemblance counts matched lines over the longer definition: at most these
-        return bool(wanted) and present / len(wanted) >= SAME_DEFINITION
+        # (the lower bar: a namesake new in the file needs only that)
+        return bool(wanted) and present / len(wanted) >= MOVED_NAMESAKE
 
     def _best_possible(self, verifier: Verifier, citation: Citation,
                        file: FileText) -> int | None:
@@ -545,8 +549,11 @@ class AnchorLocator(Locator, Origins):
         fresh = not cited_file and not same and best.name == anchor.name \
             and (naming.qualified(anchor.name) or not naming.is_function(anchor)) \
             and self._new_name(verifier, citation, path, anchor.name, renamed_from or {})
-        if not cited_file and not same and not fresh \
-                and not self._resembles_old(verifier, citation, best):
+        if not cited_file and not same and not fresh and not self._resembles_old(
+                verifier, citation, best,
+                MOVED_NAMESAKE if best.name == anchor.name and self._new_name(
+                    verifier, citation, path, anchor.name, renamed_from or {})
+                else SAME_DEFINITION):
             return None  # a namesake elsewhere, not this definition moved and edited
         if not cited_file and best.name != anchor.name \
                 and not self._new_name(verifier, citation, path, best.name, renamed_from or {},
@@ -682,14 +689,14 @@ class AnchorLocator(Locator, Origins):
         return not treesitter.find(self._defs(renamed_from.get(path, path), base.old), name)
 
     def _resembles_old(self, verifier: Verifier, citation: Citation,
-                       definition: treesitter.Definition) -> bool:
+                       definition: treesitter.Definition,
+                       bar: float = SAME_DEFINITION) -> bool:
         """Whether ``definition`` has mostly the lines the anchor's definition had
         (True when the old definition cannot be found: no evidence against). The bar
         is a renamed definition's: boilerplate alone (``warnings.warn(``, ``}``) lets
         two small namesakes share half their lines."""
         old = self._old_definition(verifier, citation)
-        return old is None or resemblance(old.line_hashes,
-                                           definition.line_hashes) >= SAME_DEFINITION
+        return old is None or resemblance(old.line_hashes, definition.line_hashes) >= bar
 
     def _old_definition(self, verifier: Verifier,
                         citation: Citation) -> treesitter.Definition | None:
