@@ -143,8 +143,9 @@ class Row(Protocol):
 
 @lru_cache(maxsize=256)
 def time_to_text(value: datetime) -> str:
-    """Fixed-width UTC ISO-8601 with microseconds, so text order is time order (the
-    events of a verification pass share one time: ``events_values`` spells it once)."""
+    """Fixed-width UTC ISO-8601 with microseconds, so text order is time order.
+
+    Cached: the events of one verification pass share one time."""
     if value.tzinfo is not UTC:  # what utcnow() gives needs no conversion
         value = (value.replace(tzinfo=UTC) if value.tzinfo is None
                  else value.astimezone(UTC))
@@ -370,7 +371,6 @@ def events_values(events: Sequence[TelemetryEvent]) -> list[tuple[Any, ...]]:
     citations), and encoding each was most of the cost of making their rows."""
     fresh = iter(new_event_keys(sum(1 for event in events if not event.key)))
     details: dict[int, str] = {}  # id(detail) -> its JSON; the events keep them alive
-    times: dict[int, str] = {}
     rows = []
     for event in events:
         kind = event.kind
@@ -385,11 +385,9 @@ def events_values(events: Sequence[TelemetryEvent]) -> list[tuple[Any, ...]]:
             text = details[id(detail)] = dump_json(
                 detail if detail.__class__ is dict else dict(detail),
                 f"{kind.value} event detail")
-        at = times.get(id(event.at))
-        if at is None:
-            at = times[id(event.at)] = time_to_text(event.at)
-        rows.append((kind.value, event.repo, event.memory_id, event.actor, at, text,
-                     event.key or next(fresh)))
+        # time_to_text is cached: the events of a pass share one time
+        rows.append((kind.value, event.repo, event.memory_id, event.actor,
+                     time_to_text(event.at), text, event.key or next(fresh)))
     return rows
 
 

@@ -391,8 +391,9 @@ class SQLiteStore(ClosingStore):
             _admin.insert_event_rows(conn, event_rows)
 
     def apply(self, transitions: Sequence[Transition]) -> list[bool]:
-        prepared = [_prepare(t) for t in transitions]
-        if not prepared:
+        for transition in transitions:
+            _check_transition(transition)
+        if not transitions:
             return []
         # Every event's row made at once (a pass's share their detail and time), sliced
         # per transition below.
@@ -421,8 +422,8 @@ class SQLiteStore(ClosingStore):
             rewritten: dict[str, list[tuple[Any, ...]]] = {}
             event_rows: list[tuple[Any, ...]] = []
             offset = 0
-            for transition, citations in prepared:
-                memory_id = transition.memory_id
+            for transition in transitions:
+                memory_id, citations = transition.memory_id, transition.citations
                 first, offset = offset, offset + len(transition.events)
                 if status[memory_id] != transition.expect.value:
                     results.append(False)  # lost a race: skip it and its events
@@ -1000,12 +1001,11 @@ def _update_rows(conn: sqlite3.Connection, sets: str, params: tuple[Any, ...],
                  (*params, json.dumps(list(rows))))
 
 
-def _prepare(transition: Transition) -> tuple[Transition, tuple[Citation, ...] | None]:
+def _check_transition(transition: Transition) -> None:
     """Validate a transition before any write happens (its events: ``events_values``)."""
     if transition.citations is not None:
         validate_citations(transition.citations, f"transition of memory {transition.memory_id}")
     transition.check()
-    return transition, transition.citations
 
 
 def _filtered(where: str, params: list[Any], category: str | None,

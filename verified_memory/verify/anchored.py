@@ -546,14 +546,11 @@ class AnchorLocator(Locator, Origins):
         # a method, type or constant new in this file since the citation's commit is the
         # cited one moved (a plain function name, ``main``, ``New``, ``__getattr__``,
         # names a role as often as one thing: only when it resembles the old one)
-        fresh = not cited_file and not same and best.name == anchor.name \
-            and (naming.qualified(anchor.name) or not naming.is_function(anchor)) \
+        new_here = not cited_file and not same and best.name == anchor.name \
             and self._new_name(verifier, citation, path, anchor.name, renamed_from or {})
+        fresh = new_here and (naming.qualified(anchor.name) or not naming.is_function(anchor))
         if not cited_file and not same and not fresh and not self._resembles_old(
-                verifier, citation, best,
-                MOVED_NAMESAKE if best.name == anchor.name and self._new_name(
-                    verifier, citation, path, anchor.name, renamed_from or {})
-                else SAME_DEFINITION):
+                verifier, citation, best, MOVED_NAMESAKE if new_here else SAME_DEFINITION):
             return None  # a namesake elsewhere, not this definition moved and edited
         if not cited_file and best.name != anchor.name \
                 and not self._new_name(verifier, citation, path, best.name, renamed_from or {},
