@@ -5,11 +5,12 @@ much of the cited code is still there ("changed, 80% similar at x.py:10-30"), an
 threshold on the same score can accept a candidate window during relocation.
 
 The score is the share of the cited (old) non-blank lines that survive, in order, in the
-candidate: lines are aligned by their normalised hashes (``difflib.SequenceMatcher``
-without its "popular element" heuristic, which would otherwise discard lines such as
-``}`` in long inputs). Blank lines are ignored on both sides, and since hashes are of
-normalised lines, whitespace-only edits do not count. Lines the candidate adds are not
-held against it: a five-line citation inside a function that grew is still fully there.
+candidate: lines are aligned by their normalised hashes (difflib's ``SequenceMatcher``
+algorithm, see ``anchors.matcher``, without its "popular element" heuristic, which would
+otherwise discard lines such as ``}`` in long inputs). Blank lines are ignored on both
+sides, and since hashes are of normalised lines, whitespace-only edits do not count. Lines
+the candidate adds are not held against it: a five-line citation inside a function that
+grew is still fully there.
 Callers that compare whole ranges of different sizes should bear that in mind.
 
 Stored citations keep hashes, not text, so :func:`similarity_of_hashes` is the
@@ -21,11 +22,11 @@ variable on one line of ten scores about 0.97 rather than 0.9.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from difflib import SequenceMatcher
 
 from rapidfuzz import fuzz
 
 from verified_memory.anchors.hashing import BLANK, hash_line
+from verified_memory.anchors.matcher import SequenceMatcher
 from verified_memory.anchors.normalize import normalize_line
 
 __all__ = ["PARTIAL_MIN", "matched_lines", "similarity", "similarity_of_hashes"]

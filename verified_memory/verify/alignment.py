@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
-from difflib import SequenceMatcher
 
 import xxhash
 
 from verified_memory.anchors import treesitter
 from verified_memory.anchors.hashing import BLANK
+from verified_memory.anchors.matcher import SequenceMatcher
 from verified_memory.anchors.similarity import matched_lines
 from verified_memory.models import Citation, Location
 from verified_memory.verify.files import FileText
