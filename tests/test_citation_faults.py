@@ -1,19 +1,22 @@
 """Faults of one citation stay with that citation, and symbolic links are never followed.
 
 A blob the repository lacks (a shallow or partial clone), a cited file that grew too
-large or is no longer UTF-8, a path that became a submodule, a symbolic link or a
-directory: each makes its own citation ``unverifiable`` or ``missing`` with a reason,
-and the rest of the pass goes on. A cited path that is, or passes through, a symbolic
+large or is no longer UTF-8, a file on disk that cannot be read, a path that became a
+submodule, a symbolic link or a directory: each makes its own citation ``unverifiable``
+or ``missing`` with a reason, and the rest of the pass goes on. A cited path that is, or
+passes through, a symbolic
 link never reads a file outside the repository: not through git, not on disk.
 A pass's time budget turns what it had no time for into ``unverifiable``, saying so.
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -231,6 +234,68 @@ def test_the_worktree_never_reads_through_a_link(repo: GitRepo, tmp_path: Path,
             with pytest.raises(ValidationError):
                 remember(service, path, (1, 1))
         assert all(SECRET.encode() not in source.read_blob(tree[p]) for p in tree)
+
+
+@contextmanager
+def unreadable(monkeypatch: pytest.MonkeyPatch, path: Path) -> Iterator[None]:
+    """``path`` (a file or a directory) made unreadable: mode 000, and where that binds
+    no one (root), ``os.open`` of that name refusing as the kernel would for others."""
+    mode = path.stat().st_mode
+    path.chmod(0)
+    if os.geteuid() == 0:
+        real_open = os.open
+
+        def refusing(name: str | os.PathLike[str], flags: int, *args: object,
+                     **kwargs: object) -> int:
+            if os.path.basename(os.fspath(name)) == path.name:
+                raise PermissionError(errno.EACCES, "Permission denied", os.fspath(name))
+            return real_open(name, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "open", refusing)
+    try:
+        yield
+    finally:
+        monkeypatch.undo()
+        path.chmod(mode)
+
+
+def test_an_unreadable_file_in_the_worktree_is_unverifiable_not_missing(
+        repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo.write("pkg/c.py", "C = 1\nD = 2\n")
+    repo.commit("package")
+    with MemoryService(SQLiteStore(tmp_path / "w.db"), WorktreeSource(repo.path)) as service:
+        in_file, in_directory, readable = (remember(service, "a.py"),
+                                           remember(service, "pkg/c.py", (2, 2)),
+                                           remember(service, "b.py"))
+        for denied, memory in ((repo.path / "a.py", in_file),
+                               (repo.path / "pkg", in_directory)):
+            with unreadable(monkeypatch, denied):
+                report = service.verify([in_file, in_directory, readable])
+            checks = {v.memory.id: v.checks[0] for v in report.verifications}
+            # Not "does not exist": the file is there, it could not be read.
+            assert checks[memory].outcome is Outcome.UNVERIFIABLE
+            assert "Permission denied" in checks[memory].detail
+            assert checks[readable].outcome is Outcome.VALID  # the pass went on
+        assert {m.status for m in service.memories.get_many([in_file, in_directory])} \
+            == {Status.ACTIVE}
+
+
+def test_vmem_verify_on_an_unreadable_worktree_file_says_so_in_one_line(
+        repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    db = f"sqlite:///{tmp_path / 'w.db'}"
+    with pytest.raises(SystemExit) as done:
+        main(["--db", db, "-C", str(repo.path), "store", "--subject", "alpha",
+              "--fact", "alpha returns a", "--cite", "a.py:1-2"])
+    assert done.value.code == 0
+    capsys.readouterr()
+    with unreadable(monkeypatch, repo.path / "a.py"), pytest.raises(SystemExit) as done:
+        main(["--db", db, "-C", str(repo.path), "verify", "--worktree"])
+    out, err = capsys.readouterr()
+    assert done.value.code == 0, err  # no verdict, and no error either: a view that could not see
+    assert "Traceback" not in out + err
+    assert "a.py:1-2  unverifiable" in out
+    assert "cannot read a.py in the working tree" in out
 
 
 # --------------------------------------------------------------------------- the budget

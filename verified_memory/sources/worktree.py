@@ -20,6 +20,10 @@ directory of a path is opened in turn without following links (``O_NOFOLLOW``, r
 to the one before), so a link swapped in for a file or a directory, even after the
 listing, can never make this source read a file outside the working copy.
 
+A file that is there but cannot be read (no permission on it or on a directory on its
+way, an I/O error) raises ``SourceUnavailable``, which makes the citation unverifiable:
+it is never taken for a file that is gone.
+
 Blob shas are those of the bytes on disk. Where git applies filters (``core.autocrlf``,
 ``.gitattributes`` eol or clean filters) they can differ from the committed blob of an
 unmodified file; the ladder's step 2 (same lines, by hash) still recognises the code.
@@ -27,6 +31,7 @@ unmodified file; the ladder's step 2 (same lines, by hash) still recognises the 
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import threading
@@ -274,16 +279,19 @@ class WorktreeSource(ClosingSource):
 
     def _parent_fd(self, path: str) -> int | None:
         """The directory holding ``path``, opened one component at a time from the root
-        without following a symbolic link; None when a component is not a directory."""
+        without following a symbolic link; None when a component is not a directory.
+        A directory that exists but cannot be opened raises ``SourceUnavailable``."""
         try:
             fd = os.open(self.root, _DIR_FLAGS)
-        except OSError:
+        except OSError as exc:
+            self._unless_absent(exc, path)
             return None
         for part in path.split("/")[:-1]:
             try:
                 inner = os.open(part, _DIR_FLAGS | _NOFOLLOW, dir_fd=fd)
-            except OSError:  # ELOOP / ENOTDIR: a link, a file, or nothing
+            except OSError as exc:  # ELOOP / ENOTDIR: a link, a file, or nothing
                 os.close(fd)
+                self._unless_absent(exc, path)
                 return None
             os.close(fd)
             fd = inner
@@ -302,7 +310,10 @@ class WorktreeSource(ClosingSource):
             return None
         try:
             return os.stat(path.rsplit("/", 1)[-1], dir_fd=parent, follow_symlinks=False)
-        except (OSError, ValueError):
+        except ValueError:
+            return None
+        except OSError as exc:
+            self._unless_absent(exc, path)
             return None
         finally:
             os.close(parent)
@@ -318,7 +329,9 @@ class WorktreeSource(ClosingSource):
 
     def _read(self, path: str) -> bytes | None:
         """The file's bytes, refusing to follow a symlink swapped in since ``lstat``, at
-        the file or on its way; a special file swapped in is not read either."""
+        the file or on its way; a special file swapped in is not read either (None, as
+        for a file gone). A file that is there but cannot be read (no permission, an
+        I/O error) raises ``SourceUnavailable``: it is not gone, and no verdict."""
         flags = (os.O_RDONLY | _NOFOLLOW | getattr(os, "O_BINARY", 0)
                  | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
         try:
@@ -334,15 +347,27 @@ class WorktreeSource(ClosingSource):
                 fd = os.open(self.root / path, flags)
             else:
                 return None
-        except OSError:
+        except OSError as exc:
+            self._unless_absent(exc, path)
             return None
         try:
             with os.fdopen(fd, "rb") as handle:
                 if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                     return None
                 return handle.read()
-        except OSError:
+        except OSError as exc:
+            self._unless_absent(exc, path)
             return None
+
+    def _unless_absent(self, exc: OSError, path: str) -> None:
+        """Return when ``exc`` says ``path`` is not there as a file this source reads
+        (gone, a link, a special file, a file where a directory should be); raise
+        ``SourceUnavailable`` when it is there but unreadable, which is no verdict."""
+        if exc.errno in _ABSENT:
+            return
+        raise SourceUnavailable(
+            f"cannot read {path} in the working tree {self.root}: "
+            f"{exc.strerror or exc}") from None
 
 
 class WorktreeTree(Mapping[str, str]):
@@ -380,6 +405,12 @@ class WorktreeTree(Mapping[str, str]):
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: Errors that mean "no file this source reads is there": gone, not a directory, a
+#: symbolic link refused by O_NOFOLLOW (ELOOP; EMLINK and EFTYPE on the BSDs), a
+#: socket or device (ENXIO). Anything else (EACCES, EIO, ...) is a failed read.
+_ABSENT = frozenset(code for code in (
+    errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EMLINK, errno.ENXIO,
+    getattr(errno, "EFTYPE", None)) if code is not None)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 #: Whether directories can be walked by descriptor (POSIX); else paths are resolved.
 _DIR_FD = bool(_NOFOLLOW) and os.open in os.supports_dir_fd and os.stat in os.supports_dir_fd
