@@ -4,8 +4,8 @@ A blob the repository lacks (a shallow or partial clone), a cited file that grew
 large or is no longer UTF-8, a file on disk that cannot be read, a path that became a
 submodule, a symbolic link or a directory: each makes its own citation ``unverifiable``
 or ``missing`` with a reason, and the rest of the pass goes on. A cited path that is, or
-passes through, a symbolic
-link never reads a file outside the repository: not through git, not on disk.
+passes through, a symbolic link never reads a file outside the repository: not through
+git, not on disk.
 A pass's time budget turns what it had no time for into ``unverifiable``, saying so.
 """
 
