@@ -562,6 +562,32 @@ def test_verify_citations_given_directly(server: Any, repo: GitRepo) -> None:
     assert "either memory_id or citations" in error(call(server, "memory_verify_citations"))
 
 
+def test_verify_citations_at_a_commit_that_does_not_exist_is_an_error_not_missing(
+        server: Any, repo: GitRepo) -> None:
+    for sha in ("deadbeef", "HEAD~5"):
+        message = error(call(server, "memory_verify_citations", citations=[
+            {"path": "src/config.py", "line_start": 1},
+            {"path": "src/config.py", "line_start": 1, "sha": sha}]))
+        assert message.startswith("Error executing tool memory_verify_citations: "
+                                  "invalid input: citations[1].sha: ")
+        assert f"ref '{sha}' does not exist" in message
+
+
+def test_arguments_the_schema_rejects_are_one_line_that_names_them(server: Any) -> None:
+    assert error(call(server, "memory_get_recent", limit=0)) == (
+        "Error executing tool memory_get_recent: invalid input: limit: Input should be "
+        "greater than or equal to 1")
+    message = error(call(server, "memory_store", **new_memory(citations=[
+        {"path": "src/config.py", "line_start": 0}], subject="")))
+    assert "\n" not in message
+    assert "citations[0].line_start: Input should be greater than or equal to 1" in message
+    assert "subject: " in message
+    message = error(call(server, "memory_search_by_path", path="src/config.py",
+                         line_start=10**20))
+    assert message == ("Error executing tool memory_search_by_path: invalid input: "
+                       "line_start: Input should be less than or equal to 2147483647")
+
+
 # --------------------------------------------------------------------------- prompts
 
 

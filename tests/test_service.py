@@ -152,6 +152,11 @@ def test_store_pins_each_citation_to_its_own_sha(service: MemoryService, repo: G
          "only blank lines"),
         ({"citations": [{"path": "src/config.py", "line_start": "one", "line_end": 1}]},
          "line_start must be a whole number"),
+        # past what SQLite's and Postgres' integers hold: refused, never an OverflowError
+        ({"citations": [{"path": "src/config.py", "line_start": 1, "line_end": 2**63}]},
+         "line_end must be at most 2147483647, got 9223372036854775808"),
+        ({"citations": [{"path": "src/config.py", "line_start": "99999999999999999999"}]},
+         "line_start must be at most 2147483647"),
         ({"colour": "red"}, "unknown field(s) in memory: colour"),
     ],
 )
@@ -162,6 +167,15 @@ def test_bad_input_is_refused_and_nothing_is_written(
     assert message in str(info.value)
     assert service.memories.recent(REPO, status=None) == []
     assert service.memories.events(repo=REPO) == []
+
+
+def test_reads_by_lines_past_any_integer_are_refused_in_one_line(
+        service: MemoryService) -> None:
+    for lines in ((2**63, 2**63), (1, 2**31)):
+        with pytest.raises(ValidationError, match="must be at most 2147483647"):
+            service.search_by_path(REPO, "src/config.py", lines)
+        with pytest.raises(ValidationError, match="<= 2147483647"):
+            service.memories.by_path(REPO, "src/config.py", lines=lines)
 
 
 def test_unknown_ref_is_a_clear_error(service: MemoryService) -> None:

@@ -41,7 +41,15 @@ from verified_memory.errors import (
     ValidationError,
     VerifiedMemoryError,
 )
-from verified_memory.models import CitationCheck, Location, Memory, Outcome, Verification, place
+from verified_memory.models import (
+    MAX_LINE,
+    CitationCheck,
+    Location,
+    Memory,
+    Outcome,
+    Verification,
+    place,
+)
 from verified_memory.prompt import (
     DEFAULT_BUDGET,
     MIN_BUDGET,
@@ -55,7 +63,7 @@ from verified_memory.service import MemoryService
 try:
     from mcp import MCPError
     from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
     from mcp.types import (
         INTERNAL_ERROR,
         INVALID_PARAMS,
@@ -222,8 +230,8 @@ class CitationIn(BaseModel):
 
     path: str = Field(description="File path relative to the repository root, e.g. "
                                   "'src/api/client.py'.")
-    line_start: int = Field(ge=1, description="First cited line, 1-indexed.")
-    line_end: int | None = Field(default=None, ge=1,
+    line_start: int = Field(ge=1, le=MAX_LINE, description="First cited line, 1-indexed.")
+    line_end: int | None = Field(default=None, ge=1, le=MAX_LINE,
                                  description="Last cited line, inclusive (default: line_start).")
     sha: str | None = Field(default=None, description="Commit the line numbers refer to "
                                                       "(default: the ref of the call).")
@@ -523,9 +531,9 @@ def _add_tools(server: MCPServer[_Run]) -> None:
             ctx: ToolContext,
             path: Annotated[str, Field(min_length=1, max_length=1000,
                                        description="File path relative to the repository root.")],
-            line_start: Annotated[int | None, Field(ge=1, description=(
+            line_start: Annotated[int | None, Field(ge=1, le=MAX_LINE, description=(
                 "Only memories citing lines from here (with line_end).")) ] = None,
-            line_end: Annotated[int | None, Field(ge=1, description=(
+            line_end: Annotated[int | None, Field(ge=1, le=MAX_LINE, description=(
                 "Last line of that range, inclusive (default: line_start)."))] = None,
             repo: RepoArg = None, limit: LimitArg = 50, hydration: HydrationArg = "full",
             budget: BudgetArg = DEFAULT_BUDGET, ref: RefArg = "HEAD",
@@ -649,8 +657,9 @@ def _add_tools(server: MCPServer[_Run]) -> None:
             ctx: ToolContext,
             path: Annotated[str, Field(min_length=1, max_length=1000,
                                        description="File path relative to the repository root.")],
-            line_start: Annotated[int, Field(ge=1, description="First line, 1-indexed.")],
-            line_end: Annotated[int | None, Field(ge=1, description=(
+            line_start: Annotated[int, Field(ge=1, le=MAX_LINE,
+                                             description="First line, 1-indexed.")],
+            line_end: Annotated[int | None, Field(ge=1, le=MAX_LINE, description=(
                 "Last line, inclusive (default: line_start)."))] = None,
             repo: RepoArg = None, ref: RefArg = "HEAD") -> CitationReadOut:
         """The cited lines as they are at `ref` now. Call it for every citation of a
@@ -694,8 +703,17 @@ def _add_tools(server: MCPServer[_Run]) -> None:
                       for c in verification.checks]
             return VerifyCitationsOut.model_validate(_summary(verification, checks))
         name = run.repo(repo)
-        revision = service.source_for(name).resolve(ref)
+        source = service.source_for(name)
+        revision = source.resolve(ref)
         given = [(i, cite.as_dict()) for i, cite in enumerate(citations or [])]
+        for i, cite in given:  # a commit that does not exist is a mistake, not code gone
+            if cite["sha"]:
+                try:
+                    source.resolve(cite["sha"])
+                except NotFound as exc:
+                    raise ValidationError(f"citations[{i}].sha: {exc}") from None
+                except SourceUnavailable:
+                    pass  # no verdict: the check below makes that citation unverifiable
         out = []
         for (i, cite), result in zip(given, service.check_citations(name, given, ref=ref),
                                      strict=True):
@@ -830,12 +848,35 @@ def _prompt_error(exc: VerifiedMemoryError) -> MCPError:
     return MCPError(code, sanitize(f"{kind}: {exc}"))
 
 
+def _problems(error: PydanticError) -> str:
+    """A rejected argument list in one line: ``citations[0].line_start: Input should be
+    greater than or equal to 1; limit: ...`` (pydantic's own is a multi-line report)."""
+    def where(loc: tuple[int | str, ...]) -> str:
+        text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+        return text.removeprefix(".") or "arguments"
+    return "; ".join(f"{where(e['loc'])}: {e['msg']}" for e in error.errors())
+
+
 class _Server(MCPServer[_Run]):
-    """The SDK's server, with prompt errors as invalid-params errors.
+    """The SDK's server, with its answers to a caller's mistakes in one line.
 
     The SDK answers a prompt it cannot render (an unknown name, a missing or unexpected
     argument) with a generic internal error and logs a traceback; the caller made the
-    mistake, so it gets ``-32602`` and a message saying which."""
+    mistake, so it gets ``-32602`` and a message saying which. Tool arguments the input
+    schema rejects come back as pydantic's multi-line report; here as one line, in the
+    form of our own errors (``invalid input: limit: Input should be ...``)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[_Run, Any] | None = None,
+                        ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__,
+                                                                        PydanticError):
+                raise
+            raise ToolError(sanitize(f"Error executing tool {name}: invalid input: "
+                                     f"{_problems(exc.__cause__)}")) from exc.__cause__
 
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
                          context: Context[_Run, Any] | None = None,
@@ -850,10 +891,7 @@ class _Server(MCPServer[_Run]):
                 cause = cause.__cause__
             message = str(exc)
             if isinstance(cause, PydanticError):
-                problems = "; ".join(
-                    f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
-                    for e in cause.errors())
-                message = f"invalid arguments for prompt {name}: {problems}"
+                message = f"invalid arguments for prompt {name}: {_problems(cause)}"
             raise MCPError(INVALID_PARAMS, sanitize(message)) from exc
 
 

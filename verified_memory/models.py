@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from verified_memory.errors import ValidationError
 
 __all__ = [
+    "MAX_LINE",
     "READ_KINDS",
     "Anchor",
     "Citation",
@@ -950,11 +951,18 @@ def _text(data: Mapping[str, Any], key: str, *, required: bool, limit: int) -> s
     return value
 
 
+#: The largest line number a citation may name: Postgres stores lines as ``integer``, and
+#: no file that can be cited (16 MiB at most) comes near it.
+MAX_LINE = 2**31 - 1
+
+
 def _line(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.strip().isdigit():
-            return int(value)
-        raise ValidationError(f"{where} must be a whole number, got {value!r}")
+        if not (isinstance(value, str) and value.strip().isdigit()):
+            raise ValidationError(f"{where} must be a whole number, got {value!r}")
+        value = int(value)
+    if value > MAX_LINE:
+        raise ValidationError(f"{where} must be at most {MAX_LINE}, got {value}")
     return value
 
 

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from verified_memory.errors import ValidationError
 from verified_memory.models import (
+    MAX_LINE,
     Citation,
     EventKind,
     Fingerprint,
@@ -505,8 +506,9 @@ def check_lines(lines: tuple[int, int] | None) -> tuple[int, int] | None:
     if lines is None:
         return None
     start, end = lines
-    if not 1 <= start <= end:
-        raise ValidationError(f"lines must be (start, end) with 1 <= start <= end, got {lines!r}")
+    if not 1 <= start <= end <= MAX_LINE:
+        raise ValidationError(f"lines must be (start, end) with 1 <= start <= end <= {MAX_LINE}, "
+                              f"got {lines!r}")
     return start, end
 
 
