@@ -108,6 +108,42 @@ def test_store_fingerprints_citations(service: MemoryService, repo: GitRepo) -> 
     assert kinds(service, memory.id) == ["created"]
 
 
+TOTAL = ("def total(items, tax_rate, discount):\n"
+         "    subtotal = sum(i.price * i.qty for i in items)\n"
+         "    return subtotal * (1 + tax_rate) - discount\n\n\n"
+         "def avg(xs):\n    return sum(xs) / len(xs)\n")
+WRAPPED = ("def total(\n    items,\n    tax_rate,\n    discount,\n):\n"
+           "    subtotal = sum(\n        i.price * i.qty for i in items\n    )\n"
+           "    return subtotal * (1 + tax_rate) - discount\n\n\n"
+           "def avg(xs):\n    return sum(xs) / len(xs)\n")
+
+
+def test_code_found_rewrapped_is_fingerprinted_again_where_it_now_is(tmp_path: Path) -> None:
+    """Re-wrapped code holds at its new, longer range; from then on that range is what
+    the citation names, so a later edit elsewhere in the file leaves it valid where it is
+    (not "relocated" to the same place, with a telemetry event, pass after pass)."""
+    repo = GitRepo.project(tmp_path / "calc", {"lib/calc.py": TOTAL},
+                           origin="https://github.com/acme/app.git")
+    with MemoryService(SQLiteStore(tmp_path / "m.db"), LocalGitSource(repo.path)) as service:
+        memory = service.store(memory_input(citations=[
+            {"path": "lib/calc.py", "line_start": 1, "line_end": 3}])).memory
+        repo.write("lib/calc.py", WRAPPED)
+        repo.commit("black")
+        (check,) = service.verify([memory.id]).verifications[0].checks
+        assert (check.outcome, str(check.location)) == (Outcome.RELOCATED, "lib/calc.py:1-9")
+        (cited,) = service.memories.get(memory.id).citations
+        assert (cited.line_start, cited.line_end, len(cited.fingerprint.line_hashes)) \
+            == (1, 9, 9)
+        assert cited.fingerprint.anchor is not None
+        assert cited.fingerprint.anchor.name == memory.citations[0].fingerprint.anchor.name
+        for edit in range(2):
+            repo.write("lib/calc.py", WRAPPED + f"\n\nX{edit} = {edit}\n")
+            repo.commit(f"edit {edit}")
+            (check,) = service.verify([memory.id]).verifications[0].checks
+            assert (check.outcome, check.step) == (Outcome.VALID, 2)
+        assert kinds(service, memory.id).count("relocated") == 1
+
+
 def test_store_pins_each_citation_to_its_own_sha(service: MemoryService, repo: GitRepo) -> None:
     old = repo.head
     repo.write("src/config.py", "# moved\n" + CONFIG)
@@ -390,24 +426,28 @@ def test_the_refresh_of_unchanged_code_is_the_general_verdict(service: MemorySer
     repo.commit("unrelated")
     source = service.source_for(REPO)
     scope = pass_scope(source, "HEAD", apply=None, branch=service.truth_ref)
-    checks = Verifier(source).check(memory.citations, scope.revision)
+    verifier = Verifier(source)
+    checks = verifier.check(memory.citations, scope.revision)
+    files = verifier.files
     run = VerificationPass(service.memories, service.telemetry, actor="tester", locator=None)
     now = utcnow()
     contained = frozenset(c.sha for c in memory.citations)
     assert [c.step for c in checks] == [1, 1]
 
     for placed in (None, contained):
-        shortcut = run._verdict(memory, checks, Decision.REFRESH, None, scope, placed, now, 3)
+        shortcut = run._verdict(memory, checks, Decision.REFRESH, None, scope, placed, now, 3,
+                                files)
         general = run._any_verdict(memory, checks, Decision.REFRESH, None, scope, placed,
-                                   now, 3)
+                                   now, 3, files)
         assert shortcut == general
         assert [e.kind for e in shortcut.events] == [EventKind.VERIFIED_VALID,
                                                       EventKind.REFRESHED]
-        again = run._verdict(memory, checks, Decision.REFRESH, None, scope, placed, now, 3)
+        again = run._verdict(memory, checks, Decision.REFRESH, None, scope, placed, now, 3,
+                             files)
         assert again.events[0].detail is shortcut.events[0].detail  # made once per pass
     # A commit the main line does not contain: its pin moves, so no shortcut.
     off_main = run._verdict(memory, checks, Decision.REFRESH, None, scope,
-                            frozenset({"f" * 40}), now, 3)
+                            frozenset({"f" * 40}), now, 3, files)
     assert off_main.citations is not None
     assert [c.sha for c in off_main.citations] == [scope.revision] * 2
     assert memory.citations[0].sha != scope.revision

@@ -8,15 +8,16 @@ binary, non-UTF-8 or oversized file.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from verified_memory.anchors import treesitter
 from verified_memory.anchors.fingerprint import fingerprint_lines, has_code
 from verified_memory.errors import ValidationError
 from verified_memory.models import Citation, CitationRef
 from verified_memory.sources.base import CodeSource
-from verified_memory.verify.files import FileCache
+from verified_memory.verify.files import FileCache, FileText
 
-__all__ = ["fingerprint_citation"]
+__all__ = ["fingerprint_citation", "refingerprinted"]
 
 
 def fingerprint_citation(source: CodeSource, files: FileCache, ref: str, cite: CitationRef,
@@ -53,3 +54,13 @@ def fingerprint_citation(source: CodeSource, files: FileCache, ref: str, cite: C
     return Citation(cite.path, cite.line_start, cite.line_end,
                     sha=revision if source.pins_commits else None, blob_sha=blob,
                     fingerprint=fingerprint)
+
+
+def refingerprinted(citation: Citation, file: FileText) -> Citation:
+    """``citation`` with the fingerprint of the lines it names in ``file`` (the blob it
+    is pinned to), made as when it was stored: an anchor if it had one."""
+    start, end = citation.line_start, citation.line_end
+    anchor = treesitter.anchor_for(citation.path, file.text, start, end, key=file.blob_sha,
+                                   hashes=file.hashes) if citation.fingerprint.anchor else None
+    return replace(citation, fingerprint=fingerprint_lines(file.lines, start, end,
+                                                           anchor=anchor, hashes=file.hashes))

@@ -42,7 +42,9 @@ from verified_memory.quality import expired_at
 from verified_memory.sources.base import CodeSource, CountsRequests
 from verified_memory.store.base import MemoryStore
 from verified_memory.telemetry import TelemetryBuffer
+from verified_memory.verify.citing import refingerprinted
 from verified_memory.verify.decision import decide
+from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
 from verified_memory.verify.scope import PassScope, pass_scope
 
@@ -176,7 +178,7 @@ class VerificationPass:
             requests += spent
             decided += [self._decide(memory, checks, decision, reason, scope, now,
                                      contained=inside if memory.id in asked else None,
-                                     revive=revive, requests=spent)
+                                     revive=revive, requests=spent, files=verifier.files)
                         for memory, checks, decision, reason in checked]
         # Written after every repository was checked: one transaction per batch, not
         # one per repository (a pass over a team's store spans many).
@@ -215,7 +217,7 @@ class VerificationPass:
     def _decide(self, memory: Memory, checks: list[CitationCheck], decision: Decision,
                 reason: str | None, scope: PassScope, now: datetime, *,
                 contained: frozenset[str] | None, revive: frozenset[Status], requests: int,
-                ) -> Decided:
+                files: FileCache) -> Decided:
         """The verdict on one memory (or the view of it), the change it calls for (None:
         nothing changes), and the event that records the outcome (``Decided``).
 
@@ -236,7 +238,7 @@ class VerificationPass:
                     memory.status is Status.ACTIVE
                     or (memory.status in revive and decision is Decision.REFRESH)):
                 transition = self._verdict(memory, checks, decision, reason, scope,
-                                           contained, now, requests)
+                                           contained, now, requests, files)
         if transition is not None:  # reported as applied: one copy, not two
             return (Verification(transition.apply_to(memory), tuple(checks), decision,
                                  scope.revision, reason, scope=kind, ref=scope.ref,
@@ -308,7 +310,7 @@ class VerificationPass:
 
     def _verdict(self, memory: Memory, checks: Sequence[CitationCheck], decision: Decision,
                  reason: str | None, scope: PassScope, contained: frozenset[str] | None,
-                 now: datetime, requests: int) -> Transition:
+                 now: datetime, requests: int, files: FileCache) -> Transition:
         """The change a verdict makes, with its events (the outcome event first): the
         memory is refreshed (revived, if it was invalid) or invalidated, and records the
         main line and commit of the verdict."""
@@ -317,12 +319,12 @@ class VerificationPass:
                 and (contained is None or all(c.citation.sha in contained for c in checks))):
             return self._unchanged(memory, len(checks), scope, now, requests)
         return self._any_verdict(memory, checks, decision, reason, scope, contained, now,
-                                 requests)
+                                 requests, files)
 
     def _any_verdict(self, memory: Memory, checks: Sequence[CitationCheck],
                      decision: Decision, reason: str | None, scope: PassScope,
                      contained: frozenset[str] | None, now: datetime,
-                     requests: int) -> Transition:
+                     requests: int, files: FileCache) -> Transition:
         """``_verdict`` made field by field, whatever the checks found."""
         revision, at = scope.revision, now
         where = {"ref": scope.ref, "revision": revision}
@@ -354,7 +356,7 @@ class VerificationPass:
         # A citation made on a commit the main line does not contain (a branch that was
         # squashed or rebased in) is pinned to the revision that holds it now, so the
         # memory's citations name main-line commits from now on.
-        citations = tuple(_advance(c, revision, keep_pins=contained is None
+        citations = tuple(_advance(c, revision, files, keep_pins=contained is None
                                    or c.citation.sha in contained) for c in checks)
         return Transition(
             memory.id, expect=memory.status, status=Status.ACTIVE if revived else None,
@@ -408,8 +410,10 @@ def _change(transition: Transition) -> str:
     return "refreshed"
 
 
-def _advance(check: CitationCheck, sha: str, *, keep_pins: bool = True) -> Citation:
-    """The citation after a passing check: its new place and pins, same fingerprint.
+def _advance(check: CitationCheck, sha: str, files: FileCache, *,
+             keep_pins: bool = True) -> Citation:
+    """The citation after a passing check: its new place and pins, and the fingerprint
+    of the lines it now names (the same one, unless the code was found re-wrapped).
 
     A file whose blob did not change (step 1) keeps its old pins, unless they point off
     the main line (``keep_pins`` False): "at that commit the file was this blob" is
@@ -418,7 +422,17 @@ def _advance(check: CitationCheck, sha: str, *, keep_pins: bool = True) -> Citat
     assert check.location is not None
     if check.step == 1 and keep_pins:
         return check.citation
-    return check.citation.moved_to(check.location, sha=sha, blob_sha=check.blob_sha)
+    moved = check.citation.moved_to(check.location, sha=sha, blob_sha=check.blob_sha)
+    if check.outcome is Outcome.RELOCATED and check.blob_sha is not None:
+        # Re-wrapped code (a formatter split one line into five) holds at its new, longer
+        # place, but the old lines' hashes do not describe it: kept, the next check of
+        # the file would find it "moved" to where it already is, pass after pass.
+        file = files.get(check.blob_sha)
+        if file is not None and (
+                tuple(file.hashes[moved.line_start - 1:moved.line_end])
+                != tuple(moved.fingerprint.line_hashes)):
+            return refingerprinted(moved, file)
+    return moved
 
 
 def _to_place(scope: PassScope, checked: Sequence[tuple[Memory, Decision]]) -> list[Memory]:
