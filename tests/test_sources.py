@@ -28,6 +28,7 @@ from verified_memory.sources import (
     repo_from_remote,
 )
 from verified_memory.sources.base import BatchReader, Reopenable
+from verified_memory.sources.discovery import no_repo_named
 
 symlinks = pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges")
 
@@ -733,6 +734,19 @@ def test_repo_from_remote(repo: GitRepo, url: str) -> None:
     result = repo_from_remote(repo.path)
     assert result == "owner/name"
     assert "s3cr3t" not in str(result)
+
+
+@pytest.mark.parametrize(("url", "said"), [
+    ("/srv/git/acme/app.git", "remote of {wc} (/srv/git/acme/app.git) names no hosted"),
+    ("file:///srv/git/acme/app.git", "(file:///srv/git/acme/app.git) names no hosted"),
+    ("https://user:s3cr3t@github.com/only-owner", "remote of {wc} names no hosted owner"),
+])
+def test_why_a_remote_names_no_repository(repo: GitRepo, url: str, said: str) -> None:
+    assert no_repo_named(repo.path) == f"{repo.path} has no origin remote"
+    repo.run("remote", "add", "origin", url)
+    assert repo_from_remote(repo.path) is None
+    assert said.format(wc=repo.path) in no_repo_named(repo.path)
+    assert "s3cr3t" not in no_repo_named(repo.path)
 
 
 def test_repo_from_remote_without_remote(repo: GitRepo, tmp_path: Path) -> None:

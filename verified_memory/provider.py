@@ -75,7 +75,11 @@ class VerifiedMemoryProvider:
         the store ``db`` names (default: ``VMEM_DATABASE_URL``, Supabase's variables, or
         the SQLite file of your data directory)."""
         from verified_memory.config import Settings
-        from verified_memory.sources.discovery import find_working_copy, repo_from_remote
+        from verified_memory.sources.discovery import (
+            find_working_copy,
+            no_repo_named,
+            repo_from_remote,
+        )
         from verified_memory.sources.local_git import LocalGitSource
         from verified_memory.store import open_store
 
@@ -84,7 +88,7 @@ class VerifiedMemoryProvider:
             raise ValidationError(f"{path} is not inside a git working copy")
         name = repo or repo_from_remote(root)
         if name is None:
-            raise ValidationError(f"{root} has no origin remote: pass repo='owner/name'")
+            raise ValidationError(f"{no_repo_named(root)}: pass repo='owner/name'")
         settings = Settings.from_env()
         store = open_store(db, settings)
         try:

@@ -75,12 +75,12 @@ class Env:
     def repo(self, given: str | None) -> str:
         if given:
             return given
-        from verified_memory.sources.discovery import repo_from_remote
+        from verified_memory.sources.discovery import no_repo_named, repo_from_remote
 
         wc = self.working_copy
         repo = repo_from_remote(wc) if wc else None
         if repo is None:
-            where = (f"{wc} has no origin remote" if wc
+            where = (no_repo_named(wc) if wc
                      else f"{self.directory} is not inside a git working copy")
             raise ValidationError(f"no --repo given and {where}: pass --repo owner/name")
         return repo

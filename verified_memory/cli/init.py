@@ -104,16 +104,16 @@ def _show(env: Env, changes: list[Change], *, written: bool) -> None:
 
 
 def _notes(env: Env, clients: tuple[str, ...], command: str) -> None:
-    from verified_memory.sources.discovery import repo_from_remote
+    from verified_memory.sources.discovery import no_repo_named, repo_from_remote
 
     if shutil.which(command) is None:
         click.echo(f"vmem: note: {command!r} is not on this PATH; clients start it by that "
                    "name: put vmem on their PATH, or re-run with --command /path/to/vmem",
                    err=True)
     if env.working_copy is not None and repo_from_remote(env.working_copy) is None:
-        click.echo("vmem: note: this working copy has no origin remote, so the server and "
-                   "hooks cannot tell the repository: add one (git remote add origin ...)",
-                   err=True)
+        click.echo(f"vmem: note: {no_repo_named(env.working_copy)}, so the server and hooks "
+                   "cannot tell the repository: point origin at the hosted repository (git "
+                   "remote add origin URL, or git remote set-url origin URL)", err=True)
     for client in dict.fromkeys(clients):
         click.echo(f"vmem: {client}: {_HINTS[client]}", err=True)
 

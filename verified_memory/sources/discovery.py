@@ -66,6 +66,17 @@ def repo_from_remote(working_copy: str | os.PathLike[str], remote: str = "origin
     return parse_remote_url(url) if url is not None else None
 
 
+def no_repo_named(working_copy: str | os.PathLike[str], remote: str = "origin") -> str:
+    """Why ``repo_from_remote`` gave None, for a message: no such remote, or one whose
+    URL names no hosted repository (a path or ``file://`` URL is shown; a URL with a
+    scheme is not, as it may carry credentials)."""
+    url = remote_url(working_copy, remote)
+    if url is None:
+        return f"{working_copy} has no {remote} remote"
+    shown = f" ({url})" if "://" not in url or url.startswith("file://") else ""
+    return f"the {remote} remote of {working_copy}{shown} names no hosted owner/name"
+
+
 def remote_url(working_copy: str | os.PathLike[str], remote: str = "origin") -> str | None:
     """The URL of a remote of ``working_copy`` (None without such a remote).
 
