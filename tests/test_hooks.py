@@ -282,6 +282,8 @@ def test_vmem_hook_for_each_client(cli: GitRepo, service: MemoryService, tmp_pat
     (["hook", "prompt", "--client", "cursor"], "{}", "cursor has no prompt hook"),
     (["hook", "stop", "--client", "vscode"], "{}", "vscode has no stop hook"),
     (["hook", "nope"], "{}", "'nope' is not one of"),
+    (["hook", "session-start", "--client", "bogus"], "{}", "'bogus' is not one of"),
+    (["hook", "prompt", "--no-such-option"], "{}", "No such option '--no-such-option'"),
     (["hook", "prompt", "--budget", "5"], "{}", "5 is not in the range"),
     (["hook", "prompt"], "{not json", "the hook's input on stdin is not valid JSON"),
 ])
@@ -294,6 +296,8 @@ def test_hook_errors_never_block_the_agent(cli: GitRepo, capsys: pytest.CaptureF
     assert out == ""
     assert message in err
     assert "Traceback" not in err
+    assert err.count("\n") == 1, err  # one line
+    assert err.startswith("vmem: error: ")
 
 
 def test_the_hook_runs_under_the_context_time_limit(cli: GitRepo, service: MemoryService,

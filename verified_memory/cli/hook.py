@@ -22,7 +22,15 @@ __all__ = ["hook"]
 
 
 class _HookUsageError(click.UsageError):
-    exit_code = 1  # a non-blocking hook error (see the module docstring)
+    """Exits 1, a non-blocking hook error (see the module docstring), and says so in one
+    line: clients show a hook's stderr as its error, where click's usage block of three
+    lines would bury the one that matters."""
+
+    exit_code = 1
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"vmem: error: {self.format_message().rstrip('.')}; see vmem hook --help",
+                   file=file, err=file is None)
 
 
 class _NeverBlocks(click.Command):
