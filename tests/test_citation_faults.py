@@ -295,6 +295,7 @@ def test_vmem_verify_on_an_unreadable_worktree_file_says_so_in_one_line(
     assert done.value.code == 0, err  # no verdict, and no error either: a view that could not see
     assert "Traceback" not in out + err
     assert "a.py:1-2  unverifiable" in out
+    assert "now at  detail" in out  # the column has only "-": its header still ends apart
     assert "cannot read a.py in the working tree" in out
 
 

@@ -167,7 +167,7 @@ class Output:
         styled = {o: self._styled(o.value.ljust(widths[3]), _OUTCOME_STYLE[o]) for o in Outcome}
         out = self.out.file
         out.write("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False))
-                  + header[5] + "\n")
+                  + "  " + header[5] + "\n")
         out.write("".join(
             f"{m.ljust(widths[0])}  {d.ljust(widths[1])}  {c.ljust(widths[2])}  "
             f"{styled[o]}  {now.ljust(widths[4])}  {detail}\n"
