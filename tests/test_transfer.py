@@ -116,6 +116,8 @@ def test_the_file_is_one_typed_json_object_per_line(sqlite: SQLiteStore) -> None
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert lines[0]["type"] == "header"
     assert (lines[0]["format"], lines[0]["version"]) == (FORMAT, VERSION)
+    assert lines[0]["counts"] == {"memories": len(_memories()), "events": len(_events()),
+                                  "tombstones": 0}
     assert [line["type"] for line in lines[1:]].count("memory") == len(_memories())
     assert [line["type"] for line in lines[1:]].count("event") == len(_events())
     assert counts.to_dict() == {"memories": len(_memories()), "events": len(_events()),
@@ -158,16 +160,39 @@ def test_a_rerun_completes_an_import_cut_short(sqlite: SQLiteStore) -> None:
     lines = exported.splitlines(keepends=True)
     events = [i for i, line in enumerate(lines) if '"type":"event"' in line]
     target = InMemoryStore()
-    # As if killed after the memories and half of the events were written.
-    import_jsonl(target, io.StringIO("".join(lines[:events[len(events) // 2]])))
+    # As if killed after the memories and half of the events were written (a file of
+    # the time before headers had counts: one that has them is refused whole, below).
+    header = json.loads(lines[0])
+    del header["counts"]
+    import_jsonl(target, [json.dumps(header), *lines[1:events[len(events) // 2]]])
     rest = import_jsonl(target, io.StringIO(exported))
     assert rest.memories == 0
     assert rest.events == len(_events()) - len(events) // 2
     assert _snapshot(target) == _snapshot(sqlite)  # event ids, surrogate keys, may differ
 
 
+def test_a_file_cut_short_at_the_end_of_a_line_is_refused_whole(sqlite: SQLiteStore) -> None:
+    _fill(sqlite)
+    lines = _export(sqlite).splitlines(keepends=True)
+    target = InMemoryStore()
+    for kept in (len(lines) - 1, len(lines) // 2, 2):
+        with pytest.raises(ValidationError, match=r"does not hold what its header promises "
+                                                  r"\(\d+ memories, \d+ events, 0 tombstones; "
+                                                  r"it holds .*Nothing was imported"):
+            import_jsonl(target, io.StringIO("".join(lines[:kept])))
+        assert target.recent("acme/api", status=None) == []
+        assert target.events(limit=None) == []
+    # A line added to the file is refused as well: the counts are of what was exported.
+    with pytest.raises(ValidationError, match="does not hold what its header promises"):
+        import_jsonl(target, io.StringIO("".join([*lines, lines[-1]])))
+
+
 @pytest.mark.parametrize(("text", "words"), [
     ("", "empty"),
+    (f'{{"type": "header", "format": "{FORMAT}", "version": 2, "counts": {{"memories": 1}}}}\n',
+     "line 1: the header's counts must be whole numbers of events, memories, tombstones"),
+    (f'{{"type": "header", "format": "{FORMAT}", "version": 2, "counts": '
+     '{"memories": -1, "events": 0, "tombstones": 0}}\n', "line 1: the header's counts"),
     ('{"type": "memory"}\n', "not a verified-memory export"),
     ('{"type": "header", "format": "other"}\n', "not a verified-memory export"),
     (f'{{"type": "header", "format": "{FORMAT}", "version": 99}}\n', "newer"),

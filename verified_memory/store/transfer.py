@@ -2,9 +2,11 @@
 
 One JSON object per line, each with a ``type``:
 
-- ``{"type": "header", "format": "verified-memory", "version": 2, "exported_at": ...}``
-  first, so that a file is recognised (and a future format refused) before anything
-  is written;
+- ``{"type": "header", "format": "verified-memory", "version": 2, "exported_at": ...,
+  "counts": {"memories": N, "events": N, "tombstones": N}}`` first, so that a file is
+  recognised (and a future format refused) before anything is written, and a file cut
+  short at a line's end (an interrupted copy, a ``head`` in a pipe) is refused rather
+  than imported in part (``counts``: files written before it have none);
 - ``{"type": "memory", ...Memory.to_dict()}``: every field, citations and fingerprints
   included, so a memory imported elsewhere is equal to the one exported;
 - ``{"type": "event", ...TelemetryEvent.to_dict()}``: telemetry (archived events too),
@@ -53,6 +55,7 @@ FORMAT = "verified-memory"
 #: 2: events carry their key; tombstones. Version 1 files are read too.
 VERSION = 2
 LEGACY_PREFIX = "legacy-"
+_COUNTED = frozenset({"memories", "events", "tombstones"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +149,9 @@ def export_jsonl(
     ``repos`` (default: every repository with memories) to ``out``."""
     export = collect(store, repos)
     _write(out, {"type": "header", "format": FORMAT, "version": VERSION,
-                 "exported_at": utcnow().isoformat(), "repos": list(export.chosen)})
+                 "exported_at": utcnow().isoformat(), "repos": list(export.chosen),
+                 "counts": {"memories": len(export.memories), "events": len(export.events),
+                            "tombstones": len(export.tombstones)}})
     for memory in export.memories:
         _write(out, {"type": "memory", **memory.to_dict()})
     for event in export.events:
@@ -177,7 +182,8 @@ def read_export(source: Iterable[str]) -> Export:
     memories: list[Memory] = []
     events: list[tuple[datetime, int, TelemetryEvent]] = []
     tombstones: list[Tombstone] = []
-    for number, version, record in _records(source):
+    promised: dict[str, int] = {}  # the header's counts, when it has them
+    for number, version, record in _records(source, promised):
         kind = record.pop("type")
         try:
             if kind == "event":
@@ -197,6 +203,11 @@ def read_export(source: Iterable[str]) -> Export:
                 tombstones.append(read_tombstone(record))
         except ValidationError as exc:
             raise ValidationError(f"line {number}: {kind}: {exc}") from None
+    found = {"memories": len(memories), "events": len(events), "tombstones": len(tombstones)}
+    if promised and promised != found:
+        raise ValidationError(
+            f"the file does not hold what its header promises ({_listed(promised)}; it "
+            f"holds {_listed(found)}): cut short, or edited? Nothing was imported")
     # In the source's order (time, then id) across repositories, so that an export of
     # the target numbers its events as the source did.
     ordered = [event for _, _, event in sorted(events, key=lambda e: (e[0], e[1]))]
@@ -241,8 +252,14 @@ def _write(out: IO[str], record: dict[str, Any]) -> None:
     out.write("\n")
 
 
-def _records(source: Iterable[str]) -> Iterator[tuple[int, int, dict[str, Any]]]:
-    """(line number, format version, object) per non-blank line, after the header."""
+def _listed(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in counts.items())
+
+
+def _records(source: Iterable[str],
+             promised: dict[str, int]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(line number, format version, object) per non-blank line, after the header;
+    ``promised`` gets the header's counts, when it has them."""
     version: int | None = None
     for number, line in enumerate(source, start=1):
         if too_long(line, IMPORT_LINE_MAX):
@@ -276,6 +293,15 @@ def _records(source: Iterable[str]) -> Iterator[tuple[int, int, dict[str, Any]]]
                     f"verified-memory reads (1 to {VERSION}); upgrade verified-memory"
                 )
             version = given
+            counts = record.get("counts")
+            if counts is not None:
+                if not isinstance(counts, dict) or set(counts) != _COUNTED or any(
+                        isinstance(n, bool) or not isinstance(n, int) or n < 0
+                        for n in counts.values()):
+                    raise ValidationError(f"line {number}: the header's counts must be "
+                                          f"whole numbers of {', '.join(sorted(_COUNTED))}")
+                promised.update((kind, counts[kind])
+                                for kind in ("memories", "events", "tombstones"))
             continue
         if kind == "header":
             raise ValidationError(f"line {number}: a second header")
