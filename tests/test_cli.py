@@ -219,6 +219,22 @@ def test_usage_errors_exit_2(repo: GitRepo, capsys: pytest.CaptureFixture[str]) 
     code, _, err = vmem(capsys, "search")
     assert code == 2
     assert "give a QUERY or --path" in err
+    code, _, err = vmem(capsys, "-C", str(repo.path / "no-such-dir"), "recent")
+    assert code == 2
+    assert "no-such-dir' does not exist" in err
+
+
+def test_an_empty_store_url_is_refused_not_taken_for_the_default(
+        repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    for db in ("", "  "):
+        code, _, err = vmem(capsys, "--db", db, "store", "--subject", "s", "--fact", "f",
+                            "--cite", "net/fetch.py:1")
+        assert code == 2
+        assert "'--db': is empty (an unset variable?)" in err
+    assert not (tmp_path / "data").exists()  # nothing written to the default store
+    assert not (tmp_path / "cli.db").exists()  # nor to VMEM_DATABASE_URL's
 
 
 def test_real_process_has_no_traceback_and_a_clean_exit_code(repo: GitRepo) -> None:

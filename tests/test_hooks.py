@@ -285,6 +285,9 @@ def test_vmem_hook_for_each_client(cli: GitRepo, service: MemoryService, tmp_pat
     (["hook", "session-start", "--client", "bogus"], "{}", "'bogus' is not one of"),
     (["hook", "prompt", "--no-such-option"], "{}", "No such option '--no-such-option'"),
     (["hook", "prompt", "--budget", "5"], "{}", "5 is not in the range"),
+    # the group's own options, which the wired hooks pass before `hook`
+    (["--time-limit", "abc", "hook", "prompt"], "{}", "Invalid value for '--time-limit'"),
+    (["-C", "no-such-dir", "hook", "prompt"], "{}", "'no-such-dir' does not exist"),
     (["hook", "prompt"], "{not json", "the hook's input on stdin is not valid JSON"),
 ])
 def test_hook_errors_never_block_the_agent(cli: GitRepo, capsys: pytest.CaptureFixture[str],

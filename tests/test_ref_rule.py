@@ -30,6 +30,7 @@ from verified_memory import (
 )
 from verified_memory.models import Scope
 from verified_memory.store.sqlite import SQLiteStore
+from verified_memory.verify.scope import pass_scope
 
 REPO = "acme/requests"
 SESSIONS = """\
@@ -169,6 +170,11 @@ def test_the_main_line_is_origins_default_branch_at_its_remote_tracking_tip(
         local = clone.commit("unpushed")
         assert source.resolve(main.ref) != local
         assert source.contained([local], main.ref) == frozenset()
+        # Checked here, local main is a view, and the notice names the remote's branch.
+        scope = pass_scope(source, "refs/heads/main", apply=None)
+        assert scope.kind is Scope.VIEW
+        assert scope.cause == (f"main ({local[:12]}) is not the tip of origin/main "
+                               f"({source.resolve(main.ref)[:12]})")
         push_main(clone)
         assert source.resolve(main.ref) == local
 

@@ -30,7 +30,7 @@ from verified_memory.cli.env import (
     tell_not_checked,
 )
 from verified_memory.cli.git import git
-from verified_memory.cli.hook import hook
+from verified_memory.cli.hook import hook, hook_usage_error
 from verified_memory.cli.init import init
 from verified_memory.cli.inputs import memory_input, parse_cite
 from verified_memory.cli.quality import COMMANDS as QUALITY_COMMANDS
@@ -51,7 +51,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 @click.option("--db", envvar="VMEM_DATABASE_URL", metavar="URL",
               help="Memory store: sqlite:///FILE, a file path, or postgresql://... "
                    "[env VMEM_DATABASE_URL; default: a SQLite file in your data directory]")
-@click.option("-C", "directory", type=click.Path(file_okay=False, path_type=Path), default=".",
+@click.option("-C", "directory", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=".",
               help="Run as if started in DIR (the working copy code is read from).")
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True, max=86_400),
               metavar="SECONDS",
@@ -63,6 +64,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 def cli(ctx: click.Context, db: str | None, directory: Path, time_limit: float | None) -> None:
     """Verified memory for coding agents: facts about a codebase that cite its code,
     checked against the code as it is now before they are used."""
+    if db is not None and not db.strip():  # `--db "$UNSET"`: never the default store
+        raise click.BadParameter("is empty (an unset variable?): give a store URL, or leave "
+                                 "--db out for the default store", param_hint="'--db'")
     ctx.obj = Env(db, directory.resolve(), time_limit=time_limit)
 
 
@@ -490,6 +494,21 @@ def mcp_command(env: Env, http: bool, port: int, repo: str | None, worktree: boo
     serve(server, http=http, port=port)
 
 
+#: The group's options that take a value (``_command_named`` skips it).
+_VALUED = frozenset({"--db", "-C", "--time-limit"})
+
+
+def _command_named(argv: list[str] | None) -> str | None:
+    """The command ``argv`` names (the first word after the group's options), if any."""
+    args = iter(sys.argv[1:] if argv is None else argv)
+    for arg in args:
+        if arg in _VALUED:
+            next(args, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: our errors become one line on stderr and exit code 1."""
     try:
@@ -498,6 +517,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("vmem: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
+        if isinstance(exc, click.UsageError) and _command_named(argv) == "hook":
+            exc = hook_usage_error(exc)  # an option before `hook` must not block either
         exc.show()
         sys.exit(exc.exit_code)
     except VerifiedMemoryError as exc:

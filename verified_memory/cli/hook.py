@@ -18,7 +18,7 @@ from click.core import ParameterSource
 
 from verified_memory.errors import ValidationError
 
-__all__ = ["hook"]
+__all__ = ["hook", "hook_usage_error"]
 
 
 class _HookUsageError(click.UsageError):
@@ -33,6 +33,12 @@ class _HookUsageError(click.UsageError):
                    file=file, err=file is None)
 
 
+def hook_usage_error(exc: click.UsageError) -> click.UsageError:
+    """``exc`` as the hook's usage errors are: exit 1, one line (an option given before
+    ``hook``, such as ``-C`` or ``--time-limit``, is parsed by the group, not here)."""
+    return _HookUsageError(exc.format_message(), exc.ctx)
+
+
 class _NeverBlocks(click.Command):
     """A command whose usage errors exit 1, not click's 2 (see the module docstring)."""
 
@@ -41,7 +47,7 @@ class _NeverBlocks(click.Command):
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as exc:
-            raise _HookUsageError(exc.message, exc.ctx) from exc
+            raise hook_usage_error(exc) from exc
 
 
 @click.command("hook", cls=_NeverBlocks)

@@ -129,8 +129,10 @@ def pass_scope(source: CodeSource, ref: str, *, apply: bool | None = None,
                 f"{tip[:12]}); verdicts are applied on the main line only")
         return PassScope(Scope.VERDICT, ref, revision,
                          f"explicit apply at {label}, on {main.name}", main, tip)
+    # Local main behind or ahead of the remote's: name the remote branch, which is the tip.
+    named = short_ref(main.ref) if short_ref(ref) == main.name else main.name
     return PassScope(Scope.VIEW, ref, revision,
-                     f"{label} is not the tip of {main.name} ({tip[:12]})", main, tip)
+                     f"{label} is not the tip of {named} ({tip[:12]})", main, tip)
 
 
 def _label(ref: str, revision: str) -> str:
