@@ -1,4 +1,5 @@
-"""write_atomically: whole or nothing, and the mode a new file would get."""
+"""write_atomically: whole or nothing, the mode a new file would get, and errors that
+name the file asked for."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from verified_memory import setup
 from verified_memory.atomic import write_atomically
 
 
@@ -37,6 +39,20 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_nothing_behind(tmp_path: P
     assert [p.name for p in tmp_path.iterdir()] == ["a.md"]
 
 
-def test_a_missing_folder_is_an_os_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
+def test_a_missing_folder_is_an_os_error_naming_the_file_asked_for(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError) as info:
         write_atomically(tmp_path / "no" / "a.md", "x")
+    assert info.value.filename == str(tmp_path / "no" / "a.md")  # not our temporary file
+    (tmp_path / "dir.md").mkdir()  # the rename fails: a folder is in the way
+    with pytest.raises(OSError, match="directory") as info:
+        write_atomically(tmp_path / "dir.md", "x")
+    assert info.value.filename == str(tmp_path / "dir.md")
+    assert [p.name for p in tmp_path.iterdir()] == ["dir.md"]  # no temporary left
+
+
+def test_vmem_init_names_the_file_it_could_not_write(tmp_path: Path) -> None:
+    (tmp_path / ".mcp.json").mkdir()
+    with pytest.raises(OSError, match="directory") as info:
+        setup.write(tmp_path, [setup.Change(".mcp.json", None, "{}\n", ())])
+    assert info.value.filename == str(tmp_path / ".mcp.json")
+    assert [p.name for p in tmp_path.iterdir()] == [".mcp.json"]

@@ -47,6 +47,12 @@ def test_sqlite_migrate_export_import_round_trip(repo: GitRepo, tmp_path: Path,
     # Importing again skips what is there: nothing is duplicated.
     code, out, _ = vmem(capsys, "--db", second, "db", "import", str(dump), "--json")
     assert json.loads(out)["skipped"] == 1
+    # A place it cannot write is named as given, not by a temporary file.
+    code, _, err = vmem(capsys, "--db", first, "db", "export", "-o",
+                        str(tmp_path / "no-such-dir" / "out.jsonl"))
+    assert code == 1
+    assert err == (f"vmem: error: {tmp_path / 'no-such-dir' / 'out.jsonl'}: "
+                   "No such file or directory\n")
 
 
 def test_import_of_a_bad_file_names_the_line_and_writes_nothing(

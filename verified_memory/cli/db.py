@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from verified_memory.atomic import replaced_atomically
+
 if TYPE_CHECKING:
     from verified_memory.store.compact import CompactionPlan
 
@@ -79,8 +81,11 @@ def export(ctx: click.Context, repos: tuple[str, ...], output: str) -> None:
 
     store = open_store(_url(ctx), create=False)
     try:
-        with click.open_file(output, "w", encoding="utf-8", atomic=output != "-") as out:
-            counts = export_jsonl(store, out, list(repos) or None)
+        if output == "-":
+            counts = export_jsonl(store, sys.stdout, list(repos) or None)
+        else:
+            with replaced_atomically(Path(output)) as out:
+                counts = export_jsonl(store, out, list(repos) or None)
     finally:
         store.close()
     click.echo(f"exported {counts.memories} memories, {counts.events} events and "
@@ -181,7 +186,7 @@ def compact(ctx: click.Context, days: int, apply: bool, backup_file: Path | None
             if isinstance(store, SQLiteStore):
                 store.backup(path)
                 return
-            with click.open_file(str(path), "w", encoding="utf-8", atomic=True) as out:
+            with replaced_atomically(path) as out:
                 export_jsonl(store, out)
 
         result = run(store, planned, back_up)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from verified_memory.atomic import naming
 from verified_memory.errors import ValidationError
 from verified_memory.prompt import prompt_file
 from verified_memory.setup.clients import CLIENTS, SERVER_NAME, Part, parts_for
@@ -105,8 +106,11 @@ def write(root: Path, changes: Sequence[Change]) -> list[Change]:
         path = root / change.path
         path.parent.mkdir(parents=True, exist_ok=True)
         mode = path.stat().st_mode & 0o7777 if path.exists() else None
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                         suffix=".vmem-init")
+        try:
+            fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                             suffix=".vmem-init")
+        except OSError as exc:  # named as the file the user knows, not our temporary
+            raise naming(exc, path) from exc
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
                 fh.write(change.new)
@@ -115,8 +119,10 @@ def write(root: Path, changes: Sequence[Change]) -> list[Change]:
             else:
                 os.chmod(temporary, 0o666 & ~_umask())
             os.replace(temporary, path)
-        except BaseException:
+        except BaseException as exc:
             Path(temporary).unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise naming(exc, path) from exc
             raise
         written.append(change)
     return written
