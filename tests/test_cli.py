@@ -88,6 +88,18 @@ def test_store_reads_a_json_memory_on_stdin(repo: GitRepo, capsys: pytest.Captur
     memory = vmem_json(capsys, "store", stdin=json.dumps(payload), monkeypatch=monkeypatch)
     assert memory["subject"] == "Retries"
     assert memory["reason"] == "why"
+    # Beside --subject, stdin is not read (it may be a pipe that never ends): said so.
+    code, _, err = vmem(capsys, "store", "--subject", "t", stdin=json.dumps(payload),
+                        monkeypatch=monkeypatch)
+    assert code == 1
+    assert err == ("vmem: error: fact is required and must not be empty (stdin was not "
+                   "read, as --subject was given: add --input - to merge a JSON memory "
+                   "from it)\n")
+    # An empty --subject is an empty subject, not "no memory given".
+    code, _, err = vmem(capsys, "store", "--subject", "", "--fact", "f", "--cite",
+                        "net/fetch.py:1", stdin="", monkeypatch=monkeypatch)
+    assert code == 1
+    assert "subject must not be empty" in err
     code, _, err = vmem(capsys, "store", stdin="{not json", monkeypatch=monkeypatch)
     assert code == 1
     assert err.startswith("vmem: error: stdin is not valid JSON")

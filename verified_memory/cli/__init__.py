@@ -101,7 +101,7 @@ def memory_options(f: F) -> F:
         click.option("--created-by", help="Agent or person storing it."),
         click.option("--input", "input_file", metavar="FILE",
                      help="Read a JSON memory from FILE ('-' for stdin). Also read from "
-                          "stdin when no --subject or --cite is given and stdin is a pipe."),
+                          "stdin when no --subject is given and stdin is a pipe."),
     ]):
         f = option(f)
     return f

@@ -47,12 +47,22 @@ def memory_input(input_file: str | None, repo: str | None, default_repo: Callabl
         given["citations"] = [parse_cite(c, f"--cite {c}") for c in cites]
     if repo:
         given["repo"] = repo
-    if input_file is None and (flags.get("subject") or sys.stdin.isatty()):
+    if input_file is None and (flags.get("subject") is not None or sys.stdin.isatty()):
+        missing = [f for f in ("fact", "citations") if f not in given]
         given.setdefault("tags", [])
         given.setdefault("citations", [])
         if "repo" not in given:
             given["repo"] = default_repo()
-        return NewMemory.parse(given)
+        try:
+            return NewMemory.parse(given)
+        except ValidationError as exc:
+            if not missing or sys.stdin.isatty():
+                raise
+            # A JSON memory piped in beside --subject is not read (stdin may be a pipe
+            # that never ends): say so, rather than only that the fact is missing.
+            raise ValidationError(
+                f"{exc} (stdin was not read, as --subject was given: add --input - to "
+                f"merge a JSON memory from it)") from None
     from verified_memory.limits import IMPORT_LINE_MAX, load_json, read_bounded
 
     where = "stdin" if input_file in (None, "-") else input_file
