@@ -234,6 +234,10 @@ def test_usage_errors_exit_2(repo: GitRepo, capsys: pytest.CaptureFixture[str]) 
     code, _, err = vmem(capsys, "-C", str(repo.path / "no-such-dir"), "recent")
     assert code == 2
     assert "no-such-dir' does not exist" in err
+    for command in (["recent"], ["search", "x"], ["context"], ["pending"], ["list"]):
+        code, _, err = vmem(capsys, *command, "--limit", "0")
+        assert code == 2, command  # every --limit alike: a usage error
+        assert "'--limit': 0 is not in the range 1<=x<=10000" in err
 
 
 def test_an_empty_store_url_is_refused_not_taken_for_the_default(

@@ -118,6 +118,8 @@ def test_a_unique_prefix_names_a_memory_everywhere(
     memory_id = store(capsys, "Retry budget")
     shown = json.loads(ok(capsys, "show", memory_id[:8], "--json"))
     assert shown["id"] == memory_id
+    # As copied from a table in capitals: ids are lower-case hex.
+    assert json.loads(ok(capsys, "show", memory_id.upper(), "--json"))["id"] == memory_id
     ok(capsys, "refresh", memory_id[:6])
     ok(capsys, "applied", memory_id[:10])
     assert json.loads(ok(capsys, "history", memory_id[:8], "--json"))[0]["id"] == memory_id

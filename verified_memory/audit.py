@@ -71,6 +71,9 @@ def resolve_id(store: MemoryStore, text: str) -> str:
     if not isinstance(text, str) or not text.strip() or len(text) > _ID_MAX:
         raise ValidationError(f"a memory id must be 1 to {_ID_MAX} characters, got {text!r}")
     found = store.match_ids(text, limit=6)
+    if not found and text != text.lower():  # ids are lower-case hex: 0950ADBA names one
+        text = text.lower()
+        found = store.match_ids(text, limit=6)
     if text in found:
         return text
     if not found:

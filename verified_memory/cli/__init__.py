@@ -172,7 +172,8 @@ def supersede(env: Env, /, old_id: str, repo: str | None, as_json: bool, ref: st
 @cli.command()
 @common
 @filter_options
-@click.option("--limit", default=50, show_default=True, help="How many memories.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True,
+              help="How many memories.")
 @pass_env
 def recent(env: Env, repo: str | None, as_json: bool, category: str | None, tag: str | None,
            limit: int) -> None:
@@ -203,7 +204,7 @@ def show(env: Env, memory_id: str, as_json: bool) -> None:
 @common
 @click.option("--path", metavar="PATH[:START-END]",
               help="Memories citing this file (and these lines) instead of a text query.")
-@click.option("--limit", default=20, show_default=True)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @filter_options
 @click.option("--safe", is_flag=True,
               help="Safe mode: weigh tag penalties fully and leave out memories tagged "
@@ -308,7 +309,8 @@ def _verify_summary(report: VerificationReport) -> str:
 @cli.command()
 @common
 @code_options
-@click.option("--limit", default=20, show_default=True, help="Most recent memories to try.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20,
+              show_default=True, help="Most recent memories to try.")
 @click.option("--query", help="Put the memories most relevant to these words first.")
 @click.option("--hydration", type=click.Choice(["summary", "full", "files"]), default="full",
               show_default=True,

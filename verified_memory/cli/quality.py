@@ -23,7 +23,8 @@ pass_env = click.make_pass_decorator(Env)
 @common
 @click.option("--category", help="Only memories of this category.")
 @click.option("--tag", help="Only memories with this tag.")
-@click.option("--limit", default=50, show_default=True, help="How many memories.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True,
+              help="How many memories.")
 @pass_env
 def pending(env: Env, repo: str | None, as_json: bool, category: str | None, tag: str | None,
             limit: int) -> None:
