@@ -22,15 +22,17 @@ from verified_memory import (
     Status,
     ValidationError,
 )
-from verified_memory.models import Transition, utcnow
+from verified_memory.anchors.fingerprint import fingerprint_lines
+from verified_memory.models import Citation, CitationCheck, Location, Transition, utcnow
 from verified_memory.sources.base import git_blob_sha
 from verified_memory.sources.fake import DictSource
 from verified_memory.sources.local_git import LocalGitSource
 from verified_memory.sources.worktree import WorktreeSource
 from verified_memory.store.memory import InMemoryStore
 from verified_memory.store.sqlite import SQLiteStore
+from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Verifier
-from verified_memory.verify.passes import VerificationPass
+from verified_memory.verify.passes import VerificationPass, _advance
 from verified_memory.verify.scope import pass_scope
 
 REPO = "acme/app"
@@ -142,6 +144,19 @@ def test_code_found_rewrapped_is_fingerprinted_again_where_it_now_is(tmp_path: P
             (check,) = service.verify([memory.id]).verifications[0].checks
             assert (check.outcome, check.step) == (Outcome.VALID, 2)
         assert kinds(service, memory.id).count("relocated") == 1
+
+
+def test_a_relocation_whose_file_cannot_be_read_again_keeps_its_fingerprint() -> None:
+    # The check read the file; a cache that has let it go since, and a source that
+    # cannot give it now, must not fail the pass: the citation moves as it did before.
+    citation = Citation("a.py", 1, 3, "c" * 40, "b" * 40,
+                        fingerprint_lines(["x = 1", "y = 2", "z = 3"], 1, 3))
+    check = CitationCheck(citation, Outcome.RELOCATED, Location("a.py", 4, 9), "d" * 40,
+                          1.0, step=4)
+    moved = _advance(check, "e" * 40, FileCache(DictSource({})))
+    assert (moved.line_start, moved.line_end, moved.sha, moved.blob_sha) == (4, 9, "e" * 40,
+                                                                             "d" * 40)
+    assert moved.fingerprint == citation.fingerprint
 
 
 def test_store_pins_each_citation_to_its_own_sha(service: MemoryService, repo: GitRepo) -> None:

@@ -427,7 +427,10 @@ def _advance(check: CitationCheck, sha: str, files: FileCache, *,
         # Re-wrapped code (a formatter split one line into five) holds at its new, longer
         # place, but the old lines' hashes do not describe it: kept, the next check of
         # the file would find it "moved" to where it already is, pass after pass.
-        file = files.get(check.blob_sha)
+        try:  # read in the check (a cache evicts only past 4,096 files)
+            file = files.get(check.blob_sha)
+        except (NotFound, SourceUnavailable):
+            file = None  # unread now: it keeps the fingerprint it had, as before
         if file is not None and (
                 tuple(file.hashes[moved.line_start - 1:moved.line_end])
                 != tuple(moved.fingerprint.line_hashes)):
