@@ -490,6 +490,37 @@ def test_an_explicit_apply_is_refused_off_the_main_line_and_taken_on_it(
     assert stored.verified_commit == merged
 
 
+def test_an_apply_at_an_older_main_line_commit_leaves_a_later_verdict_standing(
+        clone: GitRepo, service: MemoryService) -> None:
+    """Two pushes to main, each with its apply job; the first push's job runs last (or
+    is re-run). The second push restored the code, and the verdict at its commit stands:
+    the late apply at the first push's commit judges nothing."""
+    memory = service.store({"repo": REPO, "subject": "limit", "fact": "30",
+                            "citations": [{"path": "src/sessions.py", "line_start": 1}]})
+    clone.write("src/sessions.py", REDIRECTS)
+    first = clone.commit("20 redirects")
+    push_main(clone)
+    clone.write("src/sessions.py", SESSIONS)
+    second = clone.commit("back to 30")
+    push_main(clone)
+    service.verify([memory.id], ref=second, apply=True)  # the later job, first
+    assert service.memories.get(memory.id).verified_commit == second
+    report = service.verify([memory.id], ref=first, apply=True)  # the earlier one, late
+    (verification,) = report.verifications
+    assert verification.scope is Scope.BEHIND
+    assert (verification.decision, verification.change) == (Decision.INVALIDATE, None)
+    assert f"judged at a later commit of main ({second[:12]})" in (verification.reason or "")
+    assert report.behind == 1
+    stored = service.memories.get(memory.id)
+    assert (stored.status, stored.verified_commit) == (Status.ACTIVE, second)
+    # Without a later verdict, the same apply judges as before.
+    other = service.store({"repo": REPO, "subject": "prefix", "fact": "longest",
+                           "citations": [{"path": "src/sessions.py", "line_start": 27,
+                                          "line_end": 30}]}, ref=first)
+    assert service.verify([other.id], ref=first, apply=True).verifications[0].scope \
+        is Scope.VERDICT
+
+
 # --------------------------------------------------------------------------- the Python API
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from tests.gitrepo import GitRepo
 from tests.test_cli import CODE, vmem
 from verified_memory import LocalGitSource, MemoryService, Status
 from verified_memory.errors import NotFound, ValidationError
-from verified_memory.models import Location
+from verified_memory.models import Location, Scope
 from verified_memory.review import (
     FindingKind,
     Links,
@@ -234,6 +235,14 @@ def test_apply_after_the_merge_changes_memories_for_real(
     assert fetch.citations[0].sha == merged
     assert service.memories.get(memories["other"]).verification_count == 0
     assert "was invalidated" in report.findings[0].advice(applied=True)
+    # An apply that judged nothing (a later commit's verdict stands) does not say it did.
+    not_judged = replace(report.findings[0], verification=replace(
+        report.findings[0].verification, memory=fetch, scope=Scope.BEHIND, change=None,
+        reason="not judged: it was judged at a later commit of main (abc), whose verdict "
+               "stands"))
+    assert not_judged.advice(applied=True) == (
+        "The memory was not changed: not judged: it was judged at a later commit of main "
+        "(abc), whose verdict stands.")
 
 
 def test_citations_are_located_at_the_base_not_where_they_were_stored(

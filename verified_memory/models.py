@@ -166,6 +166,9 @@ class Scope(StrEnum):
     VIEW = "view"  # another branch, an old tag, a detached HEAD, the worktree
     DRY_RUN = "dry_run"  # asked to change nothing
     UNMERGED = "unmerged"  # a verdict pass, but the memory's commit is not merged yet
+    #: an explicit apply at a main-line commit older than the memory's last verdict (a
+    #: late job of an earlier push): that newer verdict stands
+    BEHIND = "behind"
 
     @property
     def judges(self) -> bool:

@@ -400,6 +400,8 @@ def _state(v: Verification, many: bool = False) -> str:
         return "not verifiable now"
     if v.scope is Scope.UNMERGED:
         return "not merged into the main line yet"
+    if v.scope is Scope.BEHIND:
+        return "judged at a later commit of the main line already"
     if v.judged:
         return "invalidated" if v.memory.status is Status.INVALID else "not holding"
     return f"{'do' if many else 'does'} not hold here (at {v.where})"

@@ -303,6 +303,9 @@ def _verify_summary(report: VerificationReport) -> str:
         text += f", {report.changed('revived')} revived"
     if report.unmerged:
         text += f"; {report.unmerged} not judged (stored on a branch not merged yet)"
+    if report.behind:
+        text += (f"; {report.behind} not judged (judged at a later commit of the main line "
+                 "already)")
     return text
 
 

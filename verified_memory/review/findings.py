@@ -44,6 +44,7 @@ from verified_memory.models import (
     Location,
     Memory,
     Outcome,
+    Scope,
     Status,
     Verification,
     validate_repo,
@@ -185,16 +186,20 @@ class Finding:
 
     def advice(self, applied: bool) -> str:
         mid = self.memory.id
+        # What the apply did to this memory (None: nothing, e.g. judged later already).
+        change = self.verification.change if applied else None
         if self.kind is FindingKind.HOLDS:
             moved = [c for c in self.citations if c.check.outcome is Outcome.RELOCATED]
             where = " (it moved: the memory follows it)" if moved else ""
-            done = " The memory was refreshed." if applied else ""
+            done = f" The memory was {change}." if change else ""
             return (f"This change touches code the memory cites, and the code is kept{where}: "
                     f"keep to the convention.{done}")
         if self.kind is FindingKind.UNVERIFIABLE:
             return ("The cited code could not be read at the head, so there is no verdict "
                     "either way; the memory was not changed.")
-        if applied or self.memory.status is Status.INVALID:
+        if applied and change is None and self.verification.scope is not Scope.VERDICT:
+            return (f"The memory was not changed: {self.verification.reason or 'not judged'}.")
+        if change == "invalidated" or self.memory.status is Status.INVALID:
             return ("The memory no longer holds and was invalidated. If the change sets a "
                     "new convention, store it with `vmem store`.")
         what = "edits" if self.kind is FindingKind.BREAKS else "deletes"
@@ -338,7 +343,8 @@ def review(
                      "files did not hold even at the base (run `vmem verify` on the base "
                      "branch): " + ", ".join(sorted(stale)))
     return replace(empty, findings=tuple(findings), stale=tuple(sorted(stale)),
-                   updated=len(set(ids) - touched.keys()) if apply else 0, notes=tuple(notes))
+                   updated=sum(1 for v in verifications if v.change is not None
+                               and v.memory.id not in touched), notes=tuple(notes))
 
 
 def _base_place(citation: Citation, check: CitationCheck) -> Location | None:

@@ -90,6 +90,11 @@ class VerificationReport:
         return sum(1 for v in self.verifications if v.scope is Scope.UNMERGED)
 
     @property
+    def behind(self) -> int:
+        """Memories an explicit apply did not judge: judged at a later main-line commit."""
+        return sum(1 for v in self.verifications if v.scope is Scope.BEHIND)
+
+    @property
     def passed(self) -> list[Memory]:
         return [v.memory for v in self.verifications if v.passed]
 
@@ -111,6 +116,7 @@ class VerificationReport:
             "invalidated": self.changed("invalidated"),
             "revived": self.changed("revived"),
             "unmerged": self.unmerged,
+            "behind": self.behind,
             "memories": [v.to_dict() for v in self.verifications],
         }
 
@@ -174,11 +180,13 @@ class VerificationPass:
             placing = _to_place(scope, [(m, d) for m, _, d, _ in checked])
             inside = _contained(source, scope, placing)
             asked = {m.id for m in placing}
+            newer = _judged_later(source, scope, [m for m, _, _, _ in checked])
             spent = _requests(source) - before
             requests += spent
             decided += [self._decide(memory, checks, decision, reason, scope, now,
                                      contained=inside if memory.id in asked else None,
-                                     revive=revive, requests=spent, files=verifier.files)
+                                     revive=revive, requests=spent, files=verifier.files,
+                                     behind=memory.id in newer)
                         for memory, checks, decision, reason in checked]
         # Written after every repository was checked: one transaction per batch, not
         # one per repository (a pass over a team's store spans many).
@@ -217,19 +225,25 @@ class VerificationPass:
     def _decide(self, memory: Memory, checks: list[CitationCheck], decision: Decision,
                 reason: str | None, scope: PassScope, now: datetime, *,
                 contained: frozenset[str] | None, revive: frozenset[Status], requests: int,
-                files: FileCache) -> Decided:
+                files: FileCache, behind: bool = False) -> Decided:
         """The verdict on one memory (or the view of it), the change it calls for (None:
         nothing changes), and the event that records the outcome (``Decided``).
 
         ``contained``: the citation commits the checked revision contains, when the
         memory had to be placed (None: it was judged on the main line before). One that
         does not hold and cites a commit not contained (an unmerged branch) is not
-        judged until it is merged."""
+        judged until it is merged. ``behind``: the memory was judged at a later commit of
+        the main line than this explicit apply's, whose verdict stands."""
         kind = scope.kind
         transition: Transition | None = None
         merged = contained is None or all(c.sha in contained for c in memory.citations)
         if kind.judges:
-            if memory.status is Status.ACTIVE and decision is Decision.INVALIDATE \
+            if behind and decision is not Decision.UNVERIFIED:
+                kind = Scope.BEHIND
+                reason = (f"{reason + '; ' if reason else ''}not judged: it was judged at a "
+                          f"later commit of {scope.verdict_ref} "
+                          f"({(memory.verified_commit or '')[:12]}), whose verdict stands")
+            elif memory.status is Status.ACTIVE and decision is Decision.INVALIDATE \
                     and not merged:
                 kind = Scope.UNMERGED
                 reason = (f"{reason}; not judged: it was stored on a commit that "
@@ -450,6 +464,29 @@ def _to_place(scope: PassScope, checked: Sequence[tuple[Memory, Decision]]) -> l
             if decision is not Decision.UNVERIFIED
             and m.status in (Status.ACTIVE, Status.INVALID)
             and (m.verified_ref is None or not scope.at_tip)]
+
+
+def _judged_later(source: CodeSource, scope: PassScope,
+                  memories: Sequence[Memory]) -> frozenset[str]:
+    """The memories an explicit apply (a verdict pass off the main line's tip) must not
+    judge: last judged at a later commit of the main line than the one applied (an
+    earlier push's job that ran late, a re-run of an old range). One question to the
+    source per such commit; one it cannot answer leaves its memories judged, as before."""
+    if not scope.judges or scope.at_tip:
+        return frozenset()
+    by_commit: dict[str, list[str]] = {}
+    for memory in memories:
+        judged = memory.verified_commit
+        if judged and judged != scope.revision and memory.verified_ref == scope.verdict_ref:
+            by_commit.setdefault(judged, []).append(memory.id)
+    later: set[str] = set()
+    for judged, ids in by_commit.items():
+        try:
+            if source.contained([scope.revision], judged):
+                later.update(ids)
+        except (NotFound, SourceUnavailable):
+            continue
+    return frozenset(later)
 
 
 def _contained(source: CodeSource, scope: PassScope,
