@@ -277,6 +277,61 @@ def test_on_a_branch_hand_edits_and_deletions_are_held_back_until_applied(
     assert ok(capsys, "show", deleted)["status"] == "invalid"
 
 
+def test_a_range_narrowed_by_hand_is_fingerprinted_again(
+        clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    memory = store(capsys, "Narrowed", "app/net.py:1-4")
+    ok(capsys, "git", "export", "--repo", REPO)
+    (path,) = (clone.path / ".memory" / "uncategorized").glob(f"{memory}_*.md")
+    # Only the range is edited: the file still holds the hashes of four lines.
+    path.write_text(path.read_text().replace("line_end: 4\n", "line_end: 2\n"))
+    clone.commit("narrow a citation")
+    clone.run("push", "-q", "origin", "main")
+    ((old, new),) = ok(capsys, "git", "import")["superseded"]
+    assert old == memory
+    (cited,) = ok(capsys, "show", new)["citations"]
+    assert (cited["line_start"], cited["line_end"], len(cited["line_hashes"])) == (1, 2, 2)
+
+
+def test_a_tombstone_in_the_folder_forgets_the_memory_here_too(
+        clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Forgotten in one store (a leaked secret): a teammate's import forgets it in theirs,
+    and their next export does not write the text back into the repository."""
+    theirs = f"sqlite:///{tmp_path / 'b.db'}"
+    leaked = store(capsys, "Staging", "app/net.py:1-2")
+    ok(capsys, "git", "export", "--repo", REPO)
+    clone.commit("[memory] export")
+    clone.run("push", "-q", "origin", "main")
+    assert ok(capsys, "--db", theirs, "git", "import")["new"] == [leaked]
+    ok(capsys, "forget", leaked, "--reason", "a leaked password")
+    ok(capsys, "git", "export", "--repo", REPO)
+    clone.commit("[memory] forget")
+    clone.run("push", "-q", "origin", "main")
+    done = ok(capsys, "--db", theirs, "git", "import")
+    assert done["erased"] == [leaked]
+    code, _, err = vmem(capsys, "--db", theirs, "show", leaked)
+    assert code == 1
+    assert "was forgotten" in err
+    assert "a leaked password (forgotten by" in err
+    ok(capsys, "--db", theirs, "git", "export", "--repo", REPO)
+    folder = clone.path / ".memory"
+    assert not any("Staging: the fact." in p.read_text() for p in folder.rglob("*.md"))
+    assert ok(capsys, "--db", theirs, "git", "import")["erased"] == []  # a re-run: nothing
+
+
+def test_a_merge_conflict_left_in_a_memory_file_is_refused(
+        clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    memory = store(capsys, "Conflicted", "app/net.py:1-2")
+    ok(capsys, "git", "export", "--repo", REPO)
+    (path,) = (clone.path / ".memory" / "uncategorized").glob(f"{memory}_*.md")
+    text = path.read_text()
+    path.write_text(text.replace("Conflicted: the fact.\n", "<<<<<<< HEAD\nours\n=======\n"
+                                                            "theirs\n>>>>>>> branch\n"))
+    code, _, err = vmem(capsys, "git", "import")
+    assert code == 1
+    assert "a merge conflict marker (<<<<<<<): resolve the conflict first" in err
+    assert ok(capsys, "show", memory)["fact"] == "Conflicted: the fact."
+
+
 @pytest.mark.parametrize(("change", "said"), [
     (lambda t: t.replace("line_start: 1\n", "line_start: one\n"),
      "citations[0].line_start must be a line number from 1, got 'one'"),

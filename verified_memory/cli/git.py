@@ -115,11 +115,14 @@ def import_(env: Env, folder: Path | None, ref: str, no_verify: bool, apply: boo
     env.out.out.print(
         f"imported {len(result.new)} new memories, {len(result.superseded)} superseded by "
         f"hand edits, {len(result.invalidated)} invalidated (file deleted), "
-        f"{result.unchanged} unchanged; {result.events} events, {result.tombstones} "
+        + (f"{len(result.erased)} forgotten (forgotten elsewhere: a tombstone in the "
+           "folder), " if result.erased else "")
+        + f"{result.unchanged} unchanged; {result.events} events, {result.tombstones} "
         "tombstones" + (f"; verified ({result.scope}): {verified}" if verified else ""),
         markup=False)
     if result.held_back:
-        say(f"vmem: {len(result.held_back)} hand edit(s) or deletion(s) held back: {ref} is "
+        say(f"vmem: {len(result.held_back)} hand edit(s), deletion(s) or forgetting(s) held "
+            f"back: {ref} is "
             "not the main line's tip, so they change nothing stored (import at the tip "
             "after the merge, or --apply): " + ", ".join(i[:8] for i in result.held_back))
 

@@ -113,10 +113,29 @@ def render_memory(memory: Memory) -> str:
     return frontmatter.dump(fields) + "".join(f"\n{part}\n" for part in body)
 
 
+#: The lines git writes around a conflict it could not merge.
+_CONFLICT = re.compile(r"^(<{7}|={7}|>{7}|\|{7})( |$)", re.MULTILINE)
+
+
 def parse_memory(text: str, where: str) -> Memory:
-    """A memory file read back, every field checked (``records.read_memory``)."""
+    """A memory file read back, every field checked (``records.read_memory``).
+
+    A citation's range edited by hand may leave more line hashes than it now has lines:
+    they are dropped (the hashes of the old range; an import fingerprints an edited
+    citation again at its ref)."""
+    conflict = _CONFLICT.search(text)
+    if conflict is not None:
+        line = text.count("\n", 0, conflict.start()) + 1
+        raise ValidationError(f"{where}: line {line}: a merge conflict marker "
+                              f"({conflict.group(1)}): resolve the conflict first")
     lines, body = frontmatter.split(text, where)
     data = frontmatter.load(lines, where)
+    for cite in data.get("citations") or ():
+        if isinstance(cite, dict) and isinstance(cite.get("line_hashes"), list):
+            start, end = cite.get("line_start"), cite.get("line_end")
+            if (isinstance(start, int) and isinstance(end, int)
+                    and len(cite["line_hashes"]) > end - start + 1):
+                cite["line_hashes"] = []
     fact, heading, reason = body.partition(f"\n{REASON_HEADING}\n")
     if not heading and body.lstrip("\n").startswith(f"{REASON_HEADING}\n"):
         fact, reason, heading = "", body.lstrip("\n")[len(REASON_HEADING) + 1:], "x"

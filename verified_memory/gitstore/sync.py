@@ -43,7 +43,7 @@ from verified_memory.gitstore.layout import (
     tombstone_file,
     write_text,
 )
-from verified_memory.models import Memory, NewMemory, Status
+from verified_memory.models import Memory, NewMemory, Status, Tombstone
 from verified_memory.quality import normalize_category
 from verified_memory.service import MemoryService
 from verified_memory.store.base import MemoryStore
@@ -128,6 +128,8 @@ class ImportPlan:
     deleted: tuple[Memory, ...] = ()
     unchanged: int = 0
     forgotten: tuple[str, ...] = ()  # files of memories forgotten (here or in the store)
+    #: tombstones of the folder whose memory the store still holds: forgotten here too
+    forget: tuple[Tombstone, ...] = ()
     export: Export = field(default_factory=lambda: Export((), (), ()))
 
 
@@ -145,11 +147,14 @@ class ImportResult:
     # Edited or deleted files read off the main line's tip: what they would change, kept
     # for an import there (the ref rule: a branch's folder is a proposal until merged).
     held_back: tuple[str, ...] = ()
+    #: memories this store held whose tombstone the folder has: forgotten here too
+    erased: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"new": list(self.new), "superseded": [list(p) for p in self.superseded],
                 "invalidated": list(self.invalidated), "unchanged": self.unchanged,
-                "forgotten": list(self.forgotten), "events": self.events,
+                "forgotten": list(self.forgotten), "erased": list(self.erased),
+                "events": self.events,
                 "tombstones": self.tombstones, "verified": self.verified,
                 "scope": self.scope, "held_back": list(self.held_back)}
 
@@ -212,10 +217,22 @@ def plan_import(service: MemoryService, folder: Path, *, ref: str = "HEAD") -> I
     repos = sorted(set(read.repos) | {m.repo for m in read.memories.values()})
     deleted = [m for repo in repos for m in _recent(store, repo)
                if id_part(m.id) in read.listed and m.id not in present]
+    # Forgotten in another store (a leaked secret, say): forgotten in this one as well,
+    # so that its text does not live on here, nor come back with this store's export.
+    forget = [t for t in read.tombstones if _held(store, t.id)]
     export = Export(memories=tuple(new), events=read.events,
                     tombstones=tuple(t for t in read.tombstones))
     return ImportPlan(new=tuple(new), edits=tuple(edits), deleted=tuple(deleted),
-                      unchanged=unchanged, forgotten=tuple(forgotten), export=export)
+                      unchanged=unchanged, forgotten=tuple(forgotten), forget=tuple(forget),
+                      export=export)
+
+
+def _held(store: MemoryStore, memory_id: str) -> bool:
+    try:
+        store.get(memory_id)
+    except NotFound:
+        return False
+    return True
 
 
 def _recent(store: MemoryStore, repo: str) -> list[Memory]:
@@ -265,12 +282,22 @@ def import_folder(service: MemoryService, folder: Path, *, ref: str = "HEAD",
     would reach verdicts (the main line's tip, or ``apply``); elsewhere they are held
     back, as the ref rule holds back a view's verdicts."""
     plan = plan or plan_import(service, folder, ref=ref)
-    changed = {e.old.repo for e in plan.edits} | {m.repo for m in plan.deleted}
+    changed = ({e.old.repo for e in plan.edits} | {m.repo for m in plan.deleted}
+               | {t.repo for t in plan.forget})
     judges = {repo: service.scope(repo, ref=ref, apply=apply).judges for repo in changed}
     edits = [e for e in plan.edits if judges[e.old.repo]]
     deleted = [m for m in plan.deleted if judges[m.repo]]
-    held_back = tuple(e.old.id for e in plan.edits if not judges[e.old.repo]) + tuple(
-        m.id for m in plan.deleted if not judges[m.repo])
+    held_back = (tuple(e.old.id for e in plan.edits if not judges[e.old.repo])
+                 + tuple(m.id for m in plan.deleted if not judges[m.repo])
+                 + tuple(t.id for t in plan.forget if not judges[t.repo]))
+    erased = []
+    for stone in plan.forget:  # first: the text goes before anything else is written
+        if judges[stone.repo]:
+            why = stone.reason if len(stone.reason) <= 1800 else stone.reason[:1797] + "..."
+            service.forget(stone.id, reason=f"{why} (forgotten by "
+                                            f"{stone.forgotten_by or 'someone'} on "
+                                            f"{stone.forgotten_at:%Y-%m-%d}; vmem git import)")
+            erased.append(stone.id)
     counts = load_export(service.memories, plan.export)
     superseded = []
     for edit in edits:
@@ -293,4 +320,4 @@ def import_folder(service: MemoryService, folder: Path, *, ref: str = "HEAD",
                         invalidated=tuple(invalidated), unchanged=plan.unchanged,
                         forgotten=plan.forgotten, events=counts.events,
                         tombstones=counts.tombstones, verified=verified, scope=scope,
-                        held_back=held_back)
+                        held_back=held_back, erased=tuple(erased))
