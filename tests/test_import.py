@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from tests.test_transfer import REPOS, _events, _export, _fill, _memories, _snapshot
+from verified_memory.audit import named_memory
 from verified_memory.errors import NotFound, VerifiedMemoryError
 from verified_memory.models import EventKind
 from verified_memory.store.base import MemoryStore
@@ -283,3 +284,21 @@ def test_tombstones_and_archived_events_travel(source: SQLiteStore) -> None:
     assert import_jsonl(target, io.StringIO(before)).memories == 0
     with pytest.raises(NotFound):
         target.get(forgotten)
+
+
+def test_a_tombstone_forgets_the_memory_a_target_still_holds(source: SQLiteStore) -> None:
+    """Exported before it was forgotten, the memory is in the target; the tombstone,
+    exported after, forgets it there too (its text must not live on anywhere)."""
+    forgotten = _memories()[2].id
+    target = InMemoryStore()
+    import_jsonl(target, io.StringIO(_export(source)))
+    assert target.get(forgotten).id == forgotten
+    source.forget([forgotten], by="admin", reason="a secret")
+    counts = import_jsonl(target, io.StringIO(_export(source)))
+    assert counts.erased == 1
+    with pytest.raises(NotFound, match="was forgotten"):
+        named_memory(target, forgotten)
+    (stone,) = target.tombstones(ids=[forgotten], limit=None)
+    assert (stone.forgotten_by, stone.reason) == (
+        "admin", "a secret (forgotten in the store exported; imported)")
+    assert import_jsonl(target, io.StringIO(_export(source))).erased == 0  # a re-run

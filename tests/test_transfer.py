@@ -122,7 +122,7 @@ def test_the_file_is_one_typed_json_object_per_line(sqlite: SQLiteStore) -> None
     assert [line["type"] for line in lines[1:]].count("event") == len(_events())
     assert counts.to_dict() == {"memories": len(_memories()), "events": len(_events()),
                                 "tombstones": 0, "skipped": 0, "skipped_events": 0,
-                                "skipped_tombstones": 0, "repos": list(REPOS)}
+                                "skipped_tombstones": 0, "erased": 0, "repos": list(REPOS)}
     memory = next(line for line in lines if line["type"] == "memory")
     assert memory["citations"][0]["line_hashes"][0] == "ffffffffffffffff"
 

@@ -126,7 +126,9 @@ def import_(ctx: click.Context, input_file: str, as_json: bool) -> None:
         click.echo(f"imported {counts.memories} memories, {counts.events} events and "
                    f"{counts.tombstones} tombstones; skipped what the store holds: "
                    f"{counts.skipped} memories, {counts.skipped_events} events, "
-                   f"{counts.skipped_tombstones} tombstones")
+                   f"{counts.skipped_tombstones} tombstones"
+                   + (f"; forgot {counts.erased} memories the file's tombstones name"
+                      if counts.erased else ""))
 
 
 def _remove_store(path: Path) -> None:

@@ -298,7 +298,7 @@ def import_folder(service: MemoryService, folder: Path, *, ref: str = "HEAD",
                                             f"{stone.forgotten_by or 'someone'} on "
                                             f"{stone.forgotten_at:%Y-%m-%d}; vmem git import)")
             erased.append(stone.id)
-    counts = load_export(service.memories, plan.export)
+    counts = load_export(service.memories, plan.export, forget_held=False)
     superseded = []
     for edit in edits:
         successor = service.supersede(edit.old.id, edit.new, ref=ref)

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from verified_memory.errors import ValidationError
+from verified_memory.errors import NotFound, ValidationError
 from verified_memory.limits import IMPORT_LINE_MAX, check_depth, too_long
 from verified_memory.models import Memory, TelemetryEvent, Tombstone, utcnow, validate_repo
 from verified_memory.store._rows import time_to_text
@@ -69,6 +69,8 @@ class TransferCounts:
     skipped_events: int = 0  # events the target already had (import only)
     tombstones: int = 0
     skipped_tombstones: int = 0  # tombstones the target had, or whose memory it holds
+    #: memories the target held that a tombstone of the file names: forgotten there too
+    erased: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +80,7 @@ class TransferCounts:
             "skipped": self.skipped,
             "skipped_events": self.skipped_events,
             "skipped_tombstones": self.skipped_tombstones,
+            "erased": self.erased,
             "repos": list(self.repos),
         }
 
@@ -220,9 +223,26 @@ def read_export(source: Iterable[str]) -> Export:
                   tombstones=tuple(tombstones))
 
 
-def load_export(store: MemoryStore, export: Export) -> TransferCounts:
+def load_export(store: MemoryStore, export: Export, *,
+                forget_held: bool = True) -> TransferCounts:
     """Write a checked export in one transaction (``MemoryStore.load``); what the store
-    holds (memory ids it has or forgot, event keys, tombstones) is skipped."""
+    holds (memory ids it has or forgot, event keys, tombstones) is skipped.
+
+    First, with ``forget_held``, a memory the store holds that a tombstone of the export
+    names (forgotten in the store exported) is forgotten here too, each in a transaction
+    of its own: forgetting is for text that must not live on (a leaked secret), so it is
+    done even if the rest then fails. ``vmem git import`` forgets them itself, under the
+    ref rule."""
+    erased = 0
+    for stone in export.tombstones if forget_held else ():
+        try:
+            store.get(stone.id)
+        except NotFound:
+            continue
+        why = stone.reason if len(stone.reason) <= 1800 else stone.reason[:1797] + "..."
+        store.forget([stone.id], by=stone.forgotten_by,
+                     reason=f"{why} (forgotten in the store exported; imported)")
+        erased += 1
     events = list(export.events)
     legacy = {e.repo for e in events if e.key and e.key.startswith(LEGACY_PREFIX)}
     if legacy:  # the target may hold these very events without a key: an old import
@@ -237,7 +257,8 @@ def load_export(store: MemoryStore, export: Export) -> TransferCounts:
     return TransferCounts(
         memories=memories, events=written, skipped=len(export.memories) - memories,
         repos=export.repos, skipped_events=len(export.events) - written,
-        tombstones=tombstones, skipped_tombstones=len(export.tombstones) - tombstones)
+        tombstones=tombstones, skipped_tombstones=len(export.tombstones) - tombstones,
+        erased=erased)
 
 
 # --------------------------------------------------------------------------- helpers
