@@ -345,6 +345,8 @@ def test_a_merge_conflict_left_in_a_memory_file_is_refused(
     (lambda t: t.replace("---\n", "", 1), "starts with a '---' line"),
     (lambda t: t.replace("repo: acme/app\n", "repo: acme/app\nextra: 1\n"),
      "unknown field(s) in a memory: extra"),
+    (lambda t: re.sub(r"\nid: \S+\n", "\nid: zzz\n", t),
+     "id zzz is not the one the file is named by"),
 ])
 def test_bad_input_is_one_line_naming_file_and_field_and_nothing_is_written(
         clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str],

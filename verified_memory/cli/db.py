@@ -218,7 +218,8 @@ def _tell_plan(planned: CompactionPlan, as_json: bool) -> None:
         + (", and the words of forgotten memories in the full-text index"
            if planned.kind == "sqlite" else ""),
         f"3. archive {planned.events_to_archive} events older than "
-        f"{planned.older_than_days} days (before {planned.before:%Y-%m-%d}): still counted",
+        f"{planned.older_than_days} days (before {planned.before:%Y-%m-%d %H:%M} UTC): still "
+        "counted",
         "4. vacuum",
         "dry run: nothing changed; run again with --apply to do it",
     ]

@@ -286,6 +286,11 @@ def read_folder(folder: Path) -> Folder:
                     files.add(relative)
             elif relative.endswith(".md") and relative.count("/") == 1:
                 memory = parse_memory(_read(path, where), where)
+                if not path.name.startswith(f"{id_part(memory.id)}_"):
+                    # an id edited by hand would import as a new memory and drop the old
+                    raise ValidationError(
+                        f"{where}: id {memory.id} is not the one the file is named by "
+                        "(file names start with their memory's id): an id cannot be edited")
                 if memory.id in seen:
                     raise ValidationError(f"{where}: memory {memory.id} is also in "
                                           f"{folder.name}/{seen[memory.id]}")
