@@ -318,6 +318,21 @@ def test_a_tombstone_in_the_folder_forgets_the_memory_here_too(
     assert ok(capsys, "--db", theirs, "git", "import")["erased"] == []  # a re-run: nothing
 
 
+def test_a_pending_memory_whose_file_was_deleted_stays_pending_and_is_named(
+        clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    rule = store(capsys, "Refunds", "app/net.py:1-2", "--category", "business_rule")
+    ok(capsys, "git", "export", "--repo", REPO)
+    next((clone.path / ".memory").rglob(f"{rule}_*.md")).unlink()
+    clone.commit("drop a proposed rule")
+    clone.run("push", "-q", "origin", "main")
+    assert ok(capsys, "git", "import")["unreviewed"] == [rule]
+    code, _, err = vmem(capsys, "git", "import")
+    assert code == 0
+    assert "1 pending memory whose file was deleted" in err
+    assert rule[:8] in err
+    assert ok(capsys, "show", rule)["status"] == "pending"
+
+
 def test_a_merge_conflict_left_in_a_memory_file_is_refused(
         clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     memory = store(capsys, "Conflicted", "app/net.py:1-2")

@@ -120,6 +120,11 @@ def import_(env: Env, folder: Path | None, ref: str, no_verify: bool, apply: boo
         + f"{result.unchanged} unchanged; {result.events} events, {result.tombstones} "
         "tombstones" + (f"; verified ({result.scope}): {verified}" if verified else ""),
         markup=False)
+    if result.unreviewed:
+        say(f"vmem: {len(result.unreviewed)} pending memor"
+            f"{'y' if len(result.unreviewed) == 1 else 'ies'} whose file was deleted: a "
+            "deleted file does not review one, so it stays pending (`vmem reject ID --reason "
+            "...`): " + ", ".join(i[:8] for i in result.unreviewed))
     if result.held_back:
         say(f"vmem: {len(result.held_back)} hand edit(s), deletion(s) or forgetting(s) held "
             f"back: {ref} is "

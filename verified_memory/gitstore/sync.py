@@ -130,6 +130,8 @@ class ImportPlan:
     forgotten: tuple[str, ...] = ()  # files of memories forgotten (here or in the store)
     #: tombstones of the folder whose memory the store still holds: forgotten here too
     forget: tuple[Tombstone, ...] = ()
+    #: pending memories whose file was deleted: a review decision, left to `vmem reject`
+    unreviewed: tuple[str, ...] = ()
     export: Export = field(default_factory=lambda: Export((), (), ()))
 
 
@@ -149,11 +151,14 @@ class ImportResult:
     held_back: tuple[str, ...] = ()
     #: memories this store held whose tombstone the folder has: forgotten here too
     erased: tuple[str, ...] = ()
+    #: pending memories whose file was deleted: not changed (`vmem reject` decides)
+    unreviewed: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"new": list(self.new), "superseded": [list(p) for p in self.superseded],
                 "invalidated": list(self.invalidated), "unchanged": self.unchanged,
                 "forgotten": list(self.forgotten), "erased": list(self.erased),
+                "unreviewed": list(self.unreviewed),
                 "events": self.events,
                 "tombstones": self.tombstones, "verified": self.verified,
                 "scope": self.scope, "held_back": list(self.held_back)}
@@ -217,6 +222,8 @@ def plan_import(service: MemoryService, folder: Path, *, ref: str = "HEAD") -> I
     repos = sorted(set(read.repos) | {m.repo for m in read.memories.values()})
     deleted = [m for repo in repos for m in _recent(store, repo)
                if id_part(m.id) in read.listed and m.id not in present]
+    unreviewed = [m.id for repo in repos for m in _recent(store, repo, Status.PENDING)
+                  if id_part(m.id) in read.listed and m.id not in present]
     # Forgotten in another store (a leaked secret, say): forgotten in this one as well,
     # so that its text does not live on here, nor come back with this store's export.
     forget = [t for t in read.tombstones if _held(store, t.id)]
@@ -224,7 +231,7 @@ def plan_import(service: MemoryService, folder: Path, *, ref: str = "HEAD") -> I
                     tombstones=tuple(t for t in read.tombstones))
     return ImportPlan(new=tuple(new), edits=tuple(edits), deleted=tuple(deleted),
                       unchanged=unchanged, forgotten=tuple(forgotten), forget=tuple(forget),
-                      export=export)
+                      unreviewed=tuple(unreviewed), export=export)
 
 
 def _held(store: MemoryStore, memory_id: str) -> bool:
@@ -235,9 +242,10 @@ def _held(store: MemoryStore, memory_id: str) -> bool:
     return True
 
 
-def _recent(store: MemoryStore, repo: str) -> list[Memory]:
+def _recent(store: MemoryStore, repo: str,
+            status: Status = Status.ACTIVE) -> list[Memory]:
     try:
-        return store.recent(repo, limit=None)
+        return store.recent(repo, limit=None, status=status)
     except ValidationError:  # index.md names something that is not a repository
         return []
 
@@ -320,4 +328,5 @@ def import_folder(service: MemoryService, folder: Path, *, ref: str = "HEAD",
                         invalidated=tuple(invalidated), unchanged=plan.unchanged,
                         forgotten=plan.forgotten, events=counts.events,
                         tombstones=counts.tombstones, verified=verified, scope=scope,
-                        held_back=held_back, erased=tuple(erased))
+                        held_back=held_back, erased=tuple(erased),
+                        unreviewed=plan.unreviewed)
