@@ -349,6 +349,10 @@ def test_a_memory_stored_on_a_branch_is_judged_after_the_merge_not_before(
     assert report["memories"][0]["scope"] == "unmerged"
     assert report["unmerged"] == 1
     assert report["invalidated"] == 0
+    code, out, _ = vmem(capsys, "verify", "--repo", REPO)  # the table: not a decision
+    (row,) = [line for line in out.splitlines() if line.startswith(memory["id"][:8])]
+    assert row.split()[1] == "unmerged"
+    assert "1 not judged (stored on a branch not merged yet)" in out
     shown = vmem(capsys, "show", memory["id"])[1]
     assert "main does not contain yet" in shown
     code, out, _ = vmem(capsys, "context", "--repo", REPO)

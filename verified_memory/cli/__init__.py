@@ -37,7 +37,7 @@ from verified_memory.cli.quality import COMMANDS as QUALITY_COMMANDS
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
 from verified_memory.errors import VerifiedMemoryError
-from verified_memory.models import Decision, Status, Stored
+from verified_memory.models import Decision, Scope, Status, Stored
 
 if TYPE_CHECKING:
     from verified_memory.service import VerificationReport
@@ -278,7 +278,9 @@ def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref:
     if name is None:  # the repositories were known only once the memories were read
         for scope in report.scopes.values():
             say(f"vmem: {scope.why}")
-    rows = [(v.memory.id, v.decision.value, c) for v in report.verifications for c in v.checks]
+    # A verdict pass's memories it did not judge say so, not what a verdict would do.
+    rows = [(v.memory.id, v.scope.value if v.scope in _NOT_JUDGED else v.decision.value, c)
+            for v in report.verifications for c in v.checks]
     if rows:
         env.out.checks(rows, everything=list_all)
     env.out.out.print(_verify_summary(report), markup=False)
@@ -501,6 +503,10 @@ def mcp_command(env: Env, http: bool, port: int, repo: str | None, worktree: boo
 
 #: The group's options that take a value (``_command_named`` skips it).
 _VALUED = frozenset({"--db", "-C", "--time-limit"})
+
+
+#: Scopes of a verdict pass in which a memory was not judged (``vmem verify``'s table).
+_NOT_JUDGED = frozenset({Scope.UNMERGED, Scope.BEHIND})
 
 
 def _command_named(argv: list[str] | None) -> str | None:
