@@ -276,3 +276,18 @@ def test_unreadable_input_files_are_one_line(repo: GitRepo, tmp_path: Path,
     code, _, err = vmem(capsys, "store", "--input", str(latin))
     assert code == 1
     assert err.startswith("vmem: error: the input is not UTF-8 text")
+
+
+def test_the_postgres_pools_own_log_lines_stay_off_stderr(repo: GitRepo) -> None:
+    """When the server goes away mid-command, the pool logs each connection it drops
+    ("discarding closed connection ...") through logging's last-resort handler; the
+    user gets our one line instead."""
+    script = ("import logging\n"
+              "from verified_memory.cli import main\n"
+              "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+              "logging.getLogger('psycopg.pool').warning('discarding closed connection')\n"
+              "logging.getLogger('other').warning('other libraries still speak')\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=repo.path, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "other libraries still speak\n"

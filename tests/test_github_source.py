@@ -716,6 +716,21 @@ def test_from_settings_uses_the_token_and_an_enterprise_url(
         source.close()  # twice is fine
 
 
+@pytest.mark.parametrize(("url", "said"), [
+    ("ghe.example.com/api/v3", "is not http(s)://HOST/..."),
+    ("ftp://ghe.example.com/api", "is not http(s)://HOST/..."),
+    ("http://[::1", "is not a URL (Invalid IPv6 URL)"),
+    ("https://ghe.example.com:99999/api/v3", "is not a URL (Port out of range"),
+])
+def test_a_malformed_api_url_is_one_clear_error(url: str, said: str) -> None:
+    settings = Settings(database_url="sqlite:///:memory:", github_token=TOKEN)
+    with pytest.raises(ValidationError) as info:
+        GitHubSource.from_settings("corp/tool", settings, env={"GITHUB_API_URL": url})
+    assert said in str(info.value)
+    assert "GITHUB_API_URL" in str(info.value)
+    _assert_no_token(str(info.value))
+
+
 def test_github_app_installation_auth(
     rsps: responses.RequestsMock, fake: FakeGitHub, make_source: Callable[..., GitHubSource],
 ) -> None:

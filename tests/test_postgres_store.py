@@ -151,6 +151,15 @@ def test_a_failing_migration_is_rolled_back_and_named(pg_empty_url: str, tmp_pat
     assert _sql(pg_empty_url, "select to_regclass('vm_half_done')") == [(None,)]
     (tmp_path / "900_broken.sql").unlink()
     assert migrate(pg_empty_url, tmp_path) == []
+    # What the SQL says to do about it (003_rls's missing roles: how to get them) is kept.
+    (tmp_path / "901_hinted.sql").write_text(
+        "do $$ begin raise exception 'needs the roles' using errcode = '42501', "
+        "hint = 'create them, or migrate as a role with CREATEROLE'; end $$;\n")
+    with pytest.raises(StoreError) as caught:
+        migrate(pg_empty_url, tmp_path)
+    assert str(caught.value) == ("migration 901_hinted failed and was rolled back: needs the "
+                                 "roles: create them, or migrate as a role with CREATEROLE "
+                                 "[42501]")
 
 
 def test_migration_files_ship_inside_the_package_or_the_checkout() -> None:

@@ -56,6 +56,9 @@ def test_every_credential_is_redacted(url: str, shown: str) -> None:
     ("./a=b.db", False),
     ("colour=red.db", False),  # not a libpq keyword: a file name
     ("host=db and more", False),
+    # a keyword newer than our list, or misspelt: still a connection, for libpq to judge
+    (f"host=db dbname=vm password={PASSWORD} sslkeylogfile=/tmp/kl", True),
+    (f"host=db dbname=vm pasword={PASSWORD}", True),
 ])
 def test_libpq_strings_are_recognised(text: str, postgres: bool) -> None:
     assert is_postgres_url(text) is postgres
@@ -64,6 +67,10 @@ def test_libpq_strings_are_recognised(text: str, postgres: bool) -> None:
 
 def test_secrets_include_decoded_forms() -> None:
     assert secrets_of("postgresql://me:p%40ssword@db/app") == ["p%40ssword", "p@ssword"]
+    # an '@' left unencoded: libpq echoes what follows the first one
+    assert "ssw0rdXX" in secrets_of("postgresql://me:p@ssw0rdXX@db/app")
+    # a URL urlsplit refuses (an unclosed IPv6 host) is scrubbed all the same
+    assert secrets_of(f"postgresql://me:{PASSWORD}@[::1/app") == [PASSWORD]
     assert secrets_of("host=db password='it\\'s mine'") == ["'it\\'s mine'", "it's mine"]
 
 
@@ -72,6 +79,8 @@ def test_secrets_include_decoded_forms() -> None:
     "connect_timeout=2",
     f"postgresql://me@127.0.0.1:{CLOSED_PORT}/x?connect_timeout=2&password={PASSWORD}",
     f"postgresql://me:{PASSWORD}@127.0.0.1:{CLOSED_PORT}/x?connect_timeout=2",
+    f"host=127.0.0.1 port={CLOSED_PORT} dbname=x password={PASSWORD} sslkeylogfile=/tmp/k",
+    f"postgresql://me:{PASSWORD}@[::1/x",
 ])
 @pytest.mark.parametrize("command", [["stats", "--repo", "acme/app"], ["db", "migrate"],
                                      ["db", "export"]])

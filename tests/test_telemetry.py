@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.contract.test_store import REPO, mem
+from tests.gitrepo import GitRepo
 from verified_memory import EventKind, MemoryService, StoreError
 from verified_memory.models import TelemetryEvent
+from verified_memory.sources.local_git import LocalGitSource
 from verified_memory.store.sqlite import SQLiteStore
 from verified_memory.telemetry import TelemetryBuffer
 
@@ -180,3 +182,32 @@ def test_flush_writes_what_is_queued_and_then_its_own_events(db: Path) -> None:
         assert len(buffer) == 0
         written = store.events(limit=None)
         assert [e.kind for e in written[-2:]] == [EventKind.RETRIEVED, EventKind.FEEDBACK]
+
+
+def test_a_view_answers_when_the_store_is_locked_and_waits_on_it_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Another process holds the SQLite write lock (a long import, a pass): a dry-run
+    context (a session hook's) still answers, warns that its telemetry was not recorded,
+    and closing does not wait on the lock a second time."""
+    repo = GitRepo.project(tmp_path / "app", {"app.py": "LIMIT = 3\n"},
+                           origin="https://github.com/acme/app.git")
+    db = tmp_path / "m.db"
+    store = SQLiteStore(db, timeout=0.2)
+    service = MemoryService(store, LocalGitSource(repo.path))
+    service.store({"repo": "acme/app", "subject": "Limit", "fact": "The limit is three.",
+                   "citations": [{"path": "app.py", "line_start": 1}]})
+    tries: list[int] = []
+    log_events = store.log
+    store.log = lambda events: (tries.append(len(events)), log_events(events))[1]  # type: ignore[method-assign]
+    blocker = sqlite3.connect(db, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        with caplog.at_level(logging.WARNING, logger="verified_memory.telemetry"):
+            context = service.context("acme/app", dry_run=True)
+            assert "The limit is three." in context.markdown
+            assert "events not recorded" in caplog.text
+            service.close()
+        assert len(tries) == 1  # the pass's flush; close did not try (and wait) again
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()

@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, unquote_plus, urlsplit
+from urllib.parse import unquote, unquote_plus
 
 from verified_memory.errors import ValidationError
 
@@ -101,16 +101,22 @@ def _secret_key(key: str) -> bool:
 
 def conninfo_pairs(text: str) -> list[tuple[str, str]] | None:
     """The ``(keyword, raw value)`` pairs of a libpq keyword/value connection string
-    (``host=db dbname=app password='s 3'``), or None when ``text`` is not one."""
+    (``host=db dbname=app password='s 3'``), or None when ``text`` is not one.
+
+    One keyword libpq is known to take is enough: the others may be newer than this
+    list (``sslkeylogfile``) or misspelt, and libpq, not a SQLite file named after the
+    whole string (password and all), is what should refuse them."""
     pairs: list[tuple[str, str]] = []
     position = 0
     while position < len(text):
         match = _PAIR.match(text, position)
-        if match is None or match.group(1).lower() not in _LIBPQ_KEYWORDS:
+        if match is None:
             return None
         pairs.append((match.group(1), match.group(2)))
         position = match.end()
-    return pairs or None
+    if not any(key.lower() in _LIBPQ_KEYWORDS for key, _ in pairs):
+        return None
+    return pairs
 
 
 def is_postgres_url(url: str) -> bool:
@@ -153,11 +159,16 @@ def secrets_of(url: str) -> list[str]:
             if _secret_key(key):
                 found += [value, value.strip("'").replace("\\'", "'").replace("\\\\", "\\")]
     elif "://" in url:
-        parts = urlsplit(url)
-        if "@" in parts.netloc and ":" in parts.netloc.rsplit("@", 1)[0]:
-            password = parts.netloc.rsplit("@", 1)[0].split(":", 1)[1]
-            found += [password, unquote(password)]
-        for key, _, value in (item.partition("=") for item in parts.query.split("&")):
+        # Split by hand: urlsplit refuses some malformed URLs (``[::1`` as a host), and
+        # those are exactly the ones whose error messages must be scrubbed.
+        rest = url.split("://", 1)[1].partition("#")[0]
+        rest, _, query = rest.partition("?")
+        netloc = rest.partition("/")[0]
+        if "@" in netloc and ":" in netloc.rsplit("@", 1)[0]:
+            password = netloc.rsplit("@", 1)[0].split(":", 1)[1]
+            # an '@' left unencoded in it: libpq splits at the first, and echoes the rest
+            found += [password, unquote(password), *password.split("@")]
+        for key, _, value in (item.partition("=") for item in query.split("&")):
             if value and _secret_key(unquote_plus(key)):
                 found += [value, unquote_plus(value)]
     # Longest first (a decoded form may be inside a raw one); a secret of one or two

@@ -59,6 +59,9 @@ class TelemetryBuffer:
         self._pending: list[TelemetryEvent] = []
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        #: the store refused the last batch and it was given up (``give_up``): ``close``
+        #: does not wait on the store again, until a flush gets through
+        self._refused = False
         _LIVE.add(self)
 
     def __len__(self) -> int:
@@ -91,6 +94,7 @@ class TelemetryBuffer:
             return
         try:
             self._store.log(batch)
+            self._refused = False
         except BaseException:
             with self._lock:
                 self._pending[:0] = batch
@@ -107,6 +111,12 @@ class TelemetryBuffer:
         (every write flushes it first), so a store that will not take them (another
         process holds the SQLite write lock past its timeout) costs a warning, never
         the read: they are dropped."""
+        if self._refused:  # refused a moment ago (locked): not a second wait for it
+            lost = self.discard()
+            if lost:
+                log.warning("telemetry: %d more event%s not recorded (the store refused "
+                            "them before)", lost, "" if lost == 1 else "s")
+            return lost
         try:
             self.flush()
         except VerifiedMemoryError as exc:
@@ -115,6 +125,17 @@ class TelemetryBuffer:
                         "" if lost == 1 else "s", exc)
             return lost
         return 0
+
+    def give_up(self, exc: VerifiedMemoryError) -> int:
+        """After a flush the store refused (another process holds the SQLite write lock
+        past its timeout) where the events only record what was seen (a view's
+        ``checked`` and ``retrieved``): drop them with a warning rather than fail the
+        answer, and let ``close`` not wait on the store again. Returns how many."""
+        lost = self.discard()
+        self._refused = True
+        log.warning("telemetry: %d event%s not recorded: %s", lost,
+                    "" if lost == 1 else "s", exc)
+        return lost
 
     def discard(self) -> int:
         """Forget queued events (the store is gone); returns how many."""

@@ -7,6 +7,7 @@ code or store unavailable); 2 a usage error (unknown option, missing argument).
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -522,6 +523,9 @@ def _command_named(argv: list[str] | None) -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: our errors become one line on stderr and exit code 1."""
+    # The Postgres pool logs each connection it drops or cannot make; the failure
+    # reaches the user once, as our one line.
+    logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
     try:
         code = cli.main(args=argv, prog_name="vmem", standalone_mode=False)
     except click.exceptions.Abort:

@@ -343,7 +343,7 @@ class GitHubSource(ClosingSource):
             # Pacing off by default: a pass sends a few dozen serial GETs at most.
             github = github_class(
                 auth=auth,
-                base_url=(base_url or DEFAULT_API_URL).rstrip("/"),
+                base_url=_api_url(base_url or DEFAULT_API_URL),
                 timeout=int(timeout),
                 user_agent=USER_AGENT,
                 per_page=100,
@@ -783,3 +783,18 @@ class _Comparison:
             )
         except (KeyError, TypeError, ValueError):
             return None
+
+
+def _api_url(url: str) -> str:
+    """The API's base URL, checked before PyGithub sees it (it fails on a bad one with
+    an AttributeError or an AssertionError): ``http(s)://host[:port][/path]``."""
+    try:
+        parts = urlparse(url.strip())
+        parts.port  # noqa: B018 (a bad port raises here)
+    except ValueError as exc:
+        raise ValidationError(f"the GitHub API URL {url!r} is not a URL ({exc}): give "
+                              "https://HOST/api/v3 (GITHUB_API_URL)") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError(f"the GitHub API URL {url!r} is not http(s)://HOST/...: give "
+                              "e.g. https://github.example.com/api/v3 (GITHUB_API_URL)")
+    return url.strip().rstrip("/")

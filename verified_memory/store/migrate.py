@@ -197,8 +197,11 @@ def pending_versions(conn: psycopg.Connection[Any], known: Sequence[Migration]) 
 def _describe(exc: BaseException) -> str:
     diag = getattr(exc, "diag", None)
     primary = getattr(diag, "message_primary", None) if diag else None
+    hint = getattr(diag, "message_hint", None) if diag else None
     sqlstate = getattr(exc, "sqlstate", None)
     text = primary or str(exc).strip() or type(exc).__name__
+    if hint:  # what to do about it (003_rls says how to get the roles it needs)
+        text = f"{text}: {hint}"
     return f"{text} [{sqlstate}]" if sqlstate else text
 
 

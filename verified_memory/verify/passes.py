@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from verified_memory.errors import NotFound, SourceUnavailable
+from verified_memory.errors import NotFound, SourceUnavailable, VerifiedMemoryError
 from verified_memory.models import (
     Citation,
     CitationCheck,
@@ -269,8 +269,14 @@ class VerificationPass:
         pending = [(v, transition, memory) for v, transition, _, memory in decided
                    if transition is not None]
         # Nothing to change: the outcome alone is recorded, now, after anything queued.
-        self.telemetry.flush([outcome for _, transition, outcome, _ in decided
-                              if transition is None])
+        try:
+            self.telemetry.flush([outcome for _, transition, outcome, _ in decided
+                                  if transition is None])
+        except VerifiedMemoryError as exc:
+            if pending:  # a verdict pass: its changes must not go unrecorded
+                raise
+            # A view or dry run records only what it saw: the answer goes on.
+            self.telemetry.give_up(exc)
         for start in range(0, len(pending), APPLY_BATCH):
             batch = pending[start:start + APPLY_BATCH]
             applied = self.store.apply([t for _, t, _ in batch])
