@@ -20,6 +20,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from verified_memory.config import Settings
 from verified_memory.errors import (
@@ -48,7 +49,13 @@ from verified_memory.store.migrate import (
     migrations_dir,
     render_sql,
 )
-from verified_memory.store.postgres import PostgresStore, applied_flags
+from verified_memory.store.postgres import (
+    IMPORT_LOCK,
+    IMPORT_SQL,
+    PostgresStore,
+    applied_flags,
+    import_payload,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -641,3 +648,25 @@ def test_without_a_server_postgres_tests_skip_and_say_why(
 def test_apply_answers_from_a_database_before_005_read_as_flags() -> None:
     # 002's agent_memory_apply answered the memory or null; 005's answers booleans.
     assert applied_flags([{"id": "m1"}, None, True, False]) == [True, False, True, False]
+
+
+def test_a_second_import_of_the_same_file_waits_and_skips(
+        store: PostgresStore, pg_url: str) -> None:
+    """Two imports of one file at once (a re-run while the first still writes): the
+    second waits for the first to commit, then skips what it wrote, as on SQLite; it
+    used to find nothing there yet, insert too, and fail on the primary keys."""
+    memories = [_memory() for _ in range(3)]
+    payload = import_payload(memories, [], [])
+    first = psycopg.connect(pg_url)  # an import in flight, exactly as the store runs one
+    try:
+        first.execute(IMPORT_SQL.encode(), [*(Jsonb(payload[k]) for k in (
+            "p_memories", "p_events", "p_tombstones")), IMPORT_LOCK])
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            second = pool.submit(store.load, memories, [], [])
+            time.sleep(0.5)
+            assert not second.done()  # waiting on the first import's lock
+            first.commit()
+            assert second.result(timeout=30) == (0, 0, 0)
+    finally:
+        first.close()
+    assert {m.id for m in store.recent(REPO, limit=None)} >= {m.id for m in memories}

@@ -549,9 +549,9 @@ class PostgresStore(ClosingStore):
     def load(self, memories: Sequence[Memory], events: Sequence[TelemetryEvent],
              tombstones: Sequence[Tombstone] = ()) -> tuple[int, int, int]:
         payload = import_payload(memories, events, tombstones)
-        rows = self._fetch("importing", "select agent_memory_import(%s, %s, %s) as counts",
-                           [_jsonb(payload[k]) for k in ("p_memories", "p_events",
-                                                         "p_tombstones")])
+        rows = self._fetch("importing", IMPORT_SQL,
+                           [*(_jsonb(payload[k]) for k in (
+                               "p_memories", "p_events", "p_tombstones")), IMPORT_LOCK])
         return import_counts(rows[0]["counts"])
 
     def info(self) -> StoreInfo:
@@ -657,6 +657,16 @@ class PostgresStore(ClosingStore):
                 f"{message.strip()}"
             )
         return translate_sqlstate(sqlstate, message.strip(), action)
+
+
+#: Imports take this transaction-level advisory lock first, so that a second import of
+#: the same file waits for the first to commit and then skips what it wrote: without
+#: it, both found nothing there and the second failed on the first's primary keys.
+IMPORT_LOCK = 0x766D656D  # "vmem"
+#: The lock in FROM is taken before the function runs; the function's own statements
+#: (plpgsql, read committed) then see what the import before it committed.
+IMPORT_SQL = ("select agent_memory_import(%s, %s, %s) as counts "
+              "from pg_advisory_xact_lock(%s) as serialised")
 
 
 def _jsonb(value: Any) -> Any:
