@@ -56,3 +56,13 @@ def test_vmem_init_names_the_file_it_could_not_write(tmp_path: Path) -> None:
         setup.write(tmp_path, [setup.Change(".mcp.json", None, "{}\n", ())])
     assert info.value.filename == str(tmp_path / ".mcp.json")
     assert [p.name for p in tmp_path.iterdir()] == [".mcp.json"]
+
+
+def test_keep_mode_leaves_an_existing_files_mode_as_its_owner_set_it(tmp_path: Path) -> None:
+    target = tmp_path / ".mcp.json"
+    target.write_text("{}\n")
+    target.chmod(0o640)
+    setup.write(tmp_path, [setup.Change(".mcp.json", "{}\n", '{"a": 1}\n', ())])
+    assert (target.read_text(), _mode(target)) == ('{"a": 1}\n', 0o640)
+    write_atomically(target, "x", mode=0o600)  # without keep_mode: what mode says
+    assert _mode(target) == 0o600

@@ -10,39 +10,45 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["naming", "replaced_atomically", "write_atomically"]
+__all__ = ["replaced_atomically", "write_atomically"]
 
 
-def write_atomically(path: Path, text: str, *, mode: int = 0o666) -> None:
+def write_atomically(path: Path, text: str, *, mode: int = 0o666,
+                     keep_mode: bool = False) -> None:
     """Write ``text`` (UTF-8, newlines as given) to ``path`` whole or not at all
     (``replaced_atomically``); ``OSError`` naming ``path`` on failure."""
-    with replaced_atomically(path, mode=mode) as fh:
+    with replaced_atomically(path, mode=mode, keep_mode=keep_mode) as fh:
         fh.write(text)
 
 
 @contextmanager
-def replaced_atomically(path: Path, *, mode: int = 0o666) -> Iterator[TextIO]:
+def replaced_atomically(path: Path, *, mode: int = 0o666,
+                        keep_mode: bool = False) -> Iterator[TextIO]:
     """A text file (UTF-8, newlines as written) to fill; it is written to a temporary
     file beside ``path``, renamed into place when the block ends, and removed if the
     block fails. ``mode`` goes through the umask as for any new file (``0o666``: what
-    ``open`` gives; ``0o600``: its owner only). An ``OSError`` names ``path``, not the
-    temporary file, which the user never asked for."""
+    ``open`` gives; ``0o600``: its owner only); with ``keep_mode`` a file that exists
+    keeps its own. An ``OSError`` names ``path``, not the temporary file, which the
+    user never asked for."""
     partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
+        kept = path.stat().st_mode & 0o7777 if keep_mode and path.exists() else None
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     except OSError as exc:
-        raise naming(exc, path) from exc
+        raise _naming(exc, path) from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             yield fh
+        if kept is not None:
+            os.chmod(partial, kept)
         os.replace(partial, path)
     except BaseException as exc:
         partial.unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise naming(exc, path) from exc
+            raise _naming(exc, path) from exc
         raise
 
 
-def naming(exc: OSError, path: Path) -> OSError:
+def _naming(exc: OSError, path: Path) -> OSError:
     """``exc`` as if it had happened to ``path`` (its errno and message kept)."""
     return OSError(exc.errno, exc.strerror or str(exc), os.fspath(path))

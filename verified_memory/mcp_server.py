@@ -706,14 +706,18 @@ def _add_tools(server: MCPServer[_Run]) -> None:
         source = service.source_for(name)
         revision = source.resolve(ref)
         given = [(i, cite.as_dict()) for i, cite in enumerate(citations or [])]
-        for i, cite in given:  # a commit that does not exist is a mistake, not code gone
+        # A commit that does not exist is a mistake, not code gone: each named once.
+        first: dict[str, int] = {}
+        for i, cite in given:
             if cite["sha"]:
-                try:
-                    source.resolve(cite["sha"])
-                except NotFound as exc:
-                    raise ValidationError(f"citations[{i}].sha: {exc}") from None
-                except SourceUnavailable:
-                    pass  # no verdict: the check below makes that citation unverifiable
+                first.setdefault(cite["sha"], i)
+        for sha, i in first.items():
+            try:
+                source.resolve(sha)
+            except NotFound as exc:
+                raise ValidationError(f"citations[{i}].sha: {exc}") from None
+            except SourceUnavailable:
+                pass  # no verdict: the check below makes those citations unverifiable
         out = []
         for (i, cite), result in zip(given, service.check_citations(name, given, ref=ref),
                                      strict=True):

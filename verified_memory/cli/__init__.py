@@ -502,19 +502,17 @@ def mcp_command(env: Env, http: bool, port: int, repo: str | None, worktree: boo
     serve(server, http=http, port=port)
 
 
-#: The group's options that take a value (``_command_named`` skips it).
-_VALUED = frozenset({"--db", "-C", "--time-limit"})
-
-
 #: Scopes of a verdict pass in which a memory was not judged (``vmem verify``'s table).
 _NOT_JUDGED = frozenset({Scope.UNMERGED, Scope.BEHIND})
 
 
 def _command_named(argv: list[str] | None) -> str | None:
     """The command ``argv`` names (the first word after the group's options), if any."""
+    valued = {name for option in cli.params if isinstance(option, click.Option)
+              and not option.is_flag for name in option.opts}  # --db URL, -C DIR, ...
     args = iter(sys.argv[1:] if argv is None else argv)
     for arg in args:
-        if arg in _VALUED:
+        if arg in valued:
             next(args, None)
         elif not arg.startswith("-"):
             return arg

@@ -47,7 +47,13 @@ from verified_memory.models import Memory, NewMemory, Status, Tombstone
 from verified_memory.quality import normalize_category
 from verified_memory.service import MemoryService
 from verified_memory.store.base import MemoryStore
-from verified_memory.store.transfer import Export, collect, load_export
+from verified_memory.store.transfer import (
+    Export,
+    collect,
+    forgetting_reason,
+    held_tombstones,
+    load_export,
+)
 from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.files import FileCache
 
@@ -226,20 +232,12 @@ def plan_import(service: MemoryService, folder: Path, *, ref: str = "HEAD") -> I
                   if id_part(m.id) in read.listed and m.id not in present]
     # Forgotten in another store (a leaked secret, say): forgotten in this one as well,
     # so that its text does not live on here, nor come back with this store's export.
-    forget = [t for t in read.tombstones if _held(store, t.id)]
+    forget = held_tombstones(store, read.tombstones)
     export = Export(memories=tuple(new), events=read.events,
                     tombstones=tuple(t for t in read.tombstones))
     return ImportPlan(new=tuple(new), edits=tuple(edits), deleted=tuple(deleted),
                       unchanged=unchanged, forgotten=tuple(forgotten), forget=tuple(forget),
                       unreviewed=tuple(unreviewed), export=export)
-
-
-def _held(store: MemoryStore, memory_id: str) -> bool:
-    try:
-        store.get(memory_id)
-    except NotFound:
-        return False
-    return True
 
 
 def _recent(store: MemoryStore, repo: str,
@@ -301,10 +299,9 @@ def import_folder(service: MemoryService, folder: Path, *, ref: str = "HEAD",
     erased = []
     for stone in plan.forget:  # first: the text goes before anything else is written
         if judges[stone.repo]:
-            why = stone.reason if len(stone.reason) <= 1800 else stone.reason[:1797] + "..."
-            service.forget(stone.id, reason=f"{why} (forgotten by "
-                                            f"{stone.forgotten_by or 'someone'} on "
-                                            f"{stone.forgotten_at:%Y-%m-%d}; vmem git import)")
+            service.forget(stone.id, reason=forgetting_reason(
+                stone, f"forgotten by {stone.forgotten_by or 'someone'} on "
+                       f"{stone.forgotten_at:%Y-%m-%d}; vmem git import"))
             erased.append(stone.id)
     counts = load_export(service.memories, plan.export, forget_held=False)
     superseded = []

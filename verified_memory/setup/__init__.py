@@ -11,14 +11,12 @@ part, what is wired.
 from __future__ import annotations
 
 import difflib
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from verified_memory.atomic import naming
+from verified_memory.atomic import write_atomically
 from verified_memory.errors import ValidationError
 from verified_memory.prompt import prompt_file
 from verified_memory.setup.clients import CLIENTS, SERVER_NAME, Part, parts_for
@@ -105,33 +103,9 @@ def write(root: Path, changes: Sequence[Change]) -> list[Change]:
             continue
         path = root / change.path
         path.parent.mkdir(parents=True, exist_ok=True)
-        mode = path.stat().st_mode & 0o7777 if path.exists() else None
-        try:
-            fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                             suffix=".vmem-init")
-        except OSError as exc:  # named as the file the user knows, not our temporary
-            raise naming(exc, path) from exc
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                fh.write(change.new)
-            if mode is not None:
-                os.chmod(temporary, mode)
-            else:
-                os.chmod(temporary, 0o666 & ~_umask())
-            os.replace(temporary, path)
-        except BaseException as exc:
-            Path(temporary).unlink(missing_ok=True)
-            if isinstance(exc, OSError):
-                raise naming(exc, path) from exc
-            raise
+        write_atomically(path, change.new, keep_mode=True)
         written.append(change)
     return written
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
 
 
 Status = Literal["wired", "outdated", "missing", "unreadable"]

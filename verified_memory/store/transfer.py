@@ -49,7 +49,8 @@ from verified_memory.store.base import MemoryStore
 from verified_memory.store.records import read_event, read_memory, read_tombstone
 
 __all__ = ["FORMAT", "VERSION", "Export", "TransferCounts", "collect", "export_jsonl",
-           "import_jsonl", "legacy_key", "load_export", "read_export"]
+           "forgetting_reason", "held_tombstones", "import_jsonl", "legacy_key",
+           "load_export", "read_export"]
 
 FORMAT = "verified-memory"
 #: 2: events carry their key; tombstones. Version 1 files are read too.
@@ -233,16 +234,11 @@ def load_export(store: MemoryStore, export: Export, *,
     of its own: forgetting is for text that must not live on (a leaked secret), so it is
     done even if the rest then fails. ``vmem git import`` forgets them itself, under the
     ref rule."""
-    erased = 0
-    for stone in export.tombstones if forget_held else ():
-        try:
-            store.get(stone.id)
-        except NotFound:
-            continue
-        why = stone.reason if len(stone.reason) <= 1800 else stone.reason[:1797] + "..."
+    erase = held_tombstones(store, export.tombstones) if forget_held else []
+    for stone in erase:
         store.forget([stone.id], by=stone.forgotten_by,
-                     reason=f"{why} (forgotten in the store exported; imported)")
-        erased += 1
+                     reason=forgetting_reason(stone, "forgotten in the store exported; "
+                                                     "imported"))
     events = list(export.events)
     legacy = {e.repo for e in events if e.key and e.key.startswith(LEGACY_PREFIX)}
     if legacy:  # the target may hold these very events without a key: an old import
@@ -258,7 +254,27 @@ def load_export(store: MemoryStore, export: Export, *,
         memories=memories, events=written, skipped=len(export.memories) - memories,
         repos=export.repos, skipped_events=len(export.events) - written,
         tombstones=tombstones, skipped_tombstones=len(export.tombstones) - tombstones,
-        erased=erased)
+        erased=len(erase))
+
+
+def held_tombstones(store: MemoryStore, tombstones: Iterable[Tombstone]) -> list[Tombstone]:
+    """The tombstones whose memory ``store`` still holds (copied there before it was
+    forgotten where the tombstone comes from)."""
+    held = []
+    for stone in tombstones:
+        try:
+            store.get(stone.id)
+        except NotFound:
+            continue
+        held.append(stone)
+    return held
+
+
+def forgetting_reason(stone: Tombstone, how: str) -> str:
+    """The reason a store forgets a memory another store forgot: that store's, and
+    ``how`` it came (kept within a reason's length)."""
+    why = stone.reason if len(stone.reason) <= 1800 else stone.reason[:1797] + "..."
+    return f"{why} ({how})"
 
 
 # --------------------------------------------------------------------------- helpers
