@@ -437,6 +437,20 @@ def one_repository_reads(service: MemoryService, files: dict[str, list[str]],
     result["context_query_ms"] = p50(
         lambda: service.context(REPO, query=f"{rng.choice(WORDS)} convention", limit=20,
                                 dry_run=True), runs=max(1, runs // 4))
+    # The slow corners: a question few memories answer, on the crowded file, walks every
+    # memory of the repository (a tenth as many runs: each costs tens of milliseconds).
+    past_end = len(files[hot]) + 5
+    for key, ask in (
+            ("by_path_hot_no_category_ms",
+             lambda: service.search_by_path(REPO, hot, category="no-such-category")),
+            ("by_path_hot_no_tag_ms",
+             lambda: service.search_by_path(REPO, hot, tag="no-such-tag")),
+            ("by_path_hot_past_end_ms",
+             lambda: service.search_by_path(REPO, hot, (past_end, past_end + 4))),
+            ("by_path_no_category_ms",
+             lambda: service.search_by_path(REPO, rng.choice(paths[1:]),
+                                            category="no-such-category"))):
+        result[key] = p50(ask, runs=max(1, runs // 10))
     return result
 def passes_from(kept: Path, workdir: Path) -> dict[str, float]:
     """``unchanged_passes`` over a fresh copy of a store ``--keep`` saved."""
@@ -467,6 +481,14 @@ def print_one_repository(size: int, r: dict[str, float], backend: str) -> None:
         ("search, top 20", f"{r['search_ms']:.2f} ms"),
         ("context with a query (20 memories verified, a dry run)",
          f"{r['context_query_ms']:.2f} ms"),
+        ("search_by_path, the hot file, a category no memory has",
+         f"{r['by_path_hot_no_category_ms']:.2f} ms"),
+        ("search_by_path, the hot file, a tag no memory has",
+         f"{r['by_path_hot_no_tag_ms']:.2f} ms"),
+        ("search_by_path, lines past the hot file's end",
+         f"{r['by_path_hot_past_end_ms']:.2f} ms"),
+        ("search_by_path, a random file, a category no memory has",
+         f"{r['by_path_no_category_ms']:.2f} ms"),
     ]
     for label in ("10k", "100k") if "verify_10k_ms" in r else ():
         rows.append((f"verify {int(r[f'verify_{label}_citations']):,} unchanged citations",
