@@ -437,8 +437,8 @@ def one_repository_reads(service: MemoryService, files: dict[str, list[str]],
     result["context_query_ms"] = p50(
         lambda: service.context(REPO, query=f"{rng.choice(WORDS)} convention", limit=20,
                                 dry_run=True), runs=max(1, runs // 4))
-    # The slow corners: a question few memories answer, on the crowded file, walks every
-    # memory of the repository (a tenth as many runs: each costs tens of milliseconds).
+    # The slow corners: a question few memories answer walks every citation of the file
+    # (on the crowded file, most of the repository's memories: a tenth as many runs).
     past_end = len(files[hot]) + 5
     for key, ask in (
             ("by_path_hot_no_category_ms",

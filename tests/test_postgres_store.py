@@ -244,7 +244,7 @@ def test_the_indexes_the_queries_need_exist(pg_url: str) -> None:
     assert {
         "agent_memory_repo_status_refreshed_idx",  # recent per repo
         "agent_memory_search_idx",  # full-text search
-        "agent_memory_citation_repo_path_idx",  # by_path, the review bot
+        "agent_memory_citation_newest_idx",  # by_path, the review bot
         "agent_memory_telemetry_repo_at_idx",  # telemetry by repo and time
     } <= names
 
@@ -257,35 +257,51 @@ def test_search_by_path_uses_the_indexes(pg_url: str, store: PostgresStore) -> N
         conn.execute("set enable_seqscan = off")
         plan = "\n".join(r[0] for r in conn.execute(
             "explain select * from agent_memory_by_path('acme/api', 'src/f3.py')").fetchall())
-        inner = "\n".join(r[0] for r in conn.execute(
-            "explain select memory_id from agent_memory_citation "
-            "where repo = 'acme/api' and path = 'src/f3.py'").fetchall())
+        inner = "\n".join(r[0] for r in conn.execute(  # by_path's own look-up (sql/011)
+            "explain select c.memory_id from agent_memory_citation c join agent_memory m "
+            "on m.id = c.memory_id where c.repo = 'acme/api' and c.path = 'src/f3.py' "
+            "and m.repo = 'acme/api' and m.status = 'active' group by c.memory_created_at, "
+            "c.memory_id order by c.memory_created_at desc, c.memory_id limit 50").fetchall())
         search = "\n".join(r[0] for r in conn.execute(
             "explain select id from agent_memory "
             "where search @@ agent_memory_tsquery(array['topic7'])").fetchall())
     assert plan  # the function plans; its inner look-up uses the (repo, path) index
-    assert "agent_memory_citation_repo_path_idx" in inner
+    assert "agent_memory_citation_newest_idx" in inner
     assert "agent_memory_search_idx" in search
 
 
-def test_by_path_on_a_crowded_file_walks_the_newest_memories(pg_url: str,
-                                                              store: PostgresStore) -> None:
-    """Past 2,000 citations of a file, by_path asks the newest memories whether they
-    cite it (sql/009): the answers are those of the citation index, in the same order."""
-    memories = [_memory(f"m{i:02d}", minutes=(i * 37) % 61, path="src/hot.py",
+def test_by_path_on_a_crowded_file_reads_the_newest_created_first(pg_url: str,
+                                                                  store: PostgresStore) -> None:
+    """A file with thousands of citations, some written in plain SQL (the trigger of
+    sql/011 gives them their memory's creation time): by_path's answers, newest created
+    first, whatever the refresh times say."""
+    memories = [_memory(f"m{i:02d}", minutes=(i * 37) % 61 % 20, path="src/hot.py",
                         line_start=1 + i % 9 * 10, line_end=5 + i % 9 * 10,
                         status=Status.INVALID if i % 11 == 0 else Status.ACTIVE)
                 for i in range(60)]
     for m in memories:
         store.add(m)
+    _sql(pg_url, "update agent_memory set refreshed_at = now() where id like 'm_5'")
     with psycopg.connect(pg_url, autocommit=True) as conn:  # 40 more citations each
         conn.cursor().executemany(
             "insert into agent_memory_citation (memory_id, position, repo, path, line_start, "
             "line_end, snippet_hash) values (%s, %s, %s, 'src/hot.py', 200, 210, '00')",
             [(m.id, p, REPO) for m in memories for p in range(1, 41)])
-    assert _sql(pg_url, "select count(*) from agent_memory_citation")[0][0] > 2000
+    assert _sql(pg_url, "select count(*) from agent_memory_citation c join agent_memory m "
+                        "on m.id = c.memory_id where c.memory_created_at = m.created_at"
+                )[0][0] == 60 * 41
+    _sql(pg_url, "analyze")
+    with psycopg.connect(pg_url) as conn:  # the index's own order: the read stops early
+        plan = "\n".join(r[0] for r in conn.execute(
+            "explain select c.memory_id from agent_memory_citation c join agent_memory m "
+            "on m.id = c.memory_id where c.repo = %s and c.path = 'src/hot.py' "
+            "and m.repo = %s and m.status = 'active' group by c.memory_created_at, "
+            "c.memory_id order by c.memory_created_at desc, c.memory_id limit 5",
+            (REPO, REPO)).fetchall())
+    assert "agent_memory_citation_newest_idx" in plan, plan
+    assert "Sort" not in plan, plan
     newest = sorted((m for m in memories if m.status is Status.ACTIVE),
-                    key=lambda m: (-m.refreshed_at.timestamp(), m.id))
+                    key=lambda m: (-m.created_at.timestamp(), m.id))
     for lines, limit in ((None, 50), ((11, 14), 5), ((205, 205), 3), ((300, 400), 50)):
         expected = [m.id for m in newest if lines is None or lines[1] >= 200 or (
             m.citations[0].line_start <= lines[1] and m.citations[0].line_end >= lines[0])

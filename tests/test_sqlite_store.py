@@ -177,7 +177,7 @@ def test_the_tables_and_indexes_have_the_shared_names(store: SQLiteStore) -> Non
         "agent_memory_telemetry",
         "agent_memory_fts",
         "agent_memory_recent",
-        "agent_memory_citation_path",
+        "agent_memory_citation_newest",
         "agent_memory_telemetry_repo",
         "agent_memory_telemetry_memory",
     } <= names
@@ -504,7 +504,7 @@ def _cited(path: str, start: int, end: int) -> Citation:
 def crowd(store: SQLiteStore) -> list[Memory]:
     """A repository where src/hot.py is cited by most memories, some more than once,
     src/cool.py by a few; some memories invalid, one in another repository; times in
-    no particular order."""
+    no particular order, some equal; two categories, some tagged."""
     memories = []
     for i in range(60):
         citations = [_cited("src/other.py", 1, 2)]
@@ -515,9 +515,11 @@ def crowd(store: SQLiteStore) -> list[Memory]:
         if i % 10 == 0:
             citations.append(_cited("src/cool.py", i + 1, i + 3))
         memories.append(replace(
-            _memory(minutes=(i * 37) % 61), citations=tuple(citations),
+            _memory(minutes=(i * 37) % 61 % 20), citations=tuple(citations),  # some tie
             status=Status.INVALID if i % 11 == 0 else Status.ACTIVE,
-            repo="acme/web" if i == 7 else REPO))
+            repo="acme/web" if i == 7 else REPO,
+            category="convention" if i % 4 == 0 else "gotcha",
+            tags=("odd",) if i % 2 else ()))
     for m in memories:
         store.add(m)
     return memories
@@ -529,37 +531,35 @@ def _expected(memories: list[Memory], path: str, lines: tuple[int, int] | None,
         c.path == path and (lines is None or (c.line_start <= lines[1]
                                                and c.line_end >= lines[0]))
         for c in m.citations)]
-    return [m.id for m in sorted(hits, key=lambda m: (-m.refreshed_at.timestamp(), m.id))
+    return [m.id for m in sorted(hits, key=lambda m: (-m.created_at.timestamp(), m.id))
             ][:limit]
 
 
-@pytest.mark.parametrize(("crowded", "rare", "plan"), [
-    (10_000, 10_000, "INTEGER PRIMARY KEY"),  # read the citations, sort
-    (10_000, 3, "agent_memory_recent"),  # the citing ids, then memories newest first
-    (3, 3, "agent_memory_citation_memory"),  # memories newest first: does it cite it?
-])
 @pytest.mark.parametrize("lines", [None, (15, 22), (85, 85), (200, 300)])
 @pytest.mark.parametrize("limit", [1, 5, 50])
-def test_by_path_answers_the_same_however_crowded_the_file(
-        store: SQLiteStore, crowd: list[Memory], monkeypatch: pytest.MonkeyPatch,
-        crowded: int, rare: int, plan: str, lines: tuple[int, int] | None,
-        limit: int) -> None:
-    import verified_memory.store.sqlite as module
-
-    monkeypatch.setattr(module, "CROWDED_PATH", crowded)
-    monkeypatch.setattr(module, "RARE_PATH", rare)
+@pytest.mark.parametrize("filters", [{}, {"category": "convention"}, {"tag": "odd"}])
+def test_by_path_walks_the_citation_index_newest_created_first(
+        store: SQLiteStore, crowd: list[Memory], lines: tuple[int, int] | None,
+        limit: int, filters: dict[str, str]) -> None:
+    """However many memories cite the file: the citation index's own order, each entry's
+    memory by rowid, no sort and no scan; the refresh time plays no part."""
+    for m in crowd[::4]:  # refreshed since: by_path's order does not follow it
+        store.apply([Transition(m.id, expect=m.status,
+                                refreshed_at=T0 + timedelta(minutes=500))])
+    kept = [m for m in crowd if ("category" not in filters or m.category == "convention")
+            and ("tag" not in filters or "odd" in m.tags)]
     for path in ("src/hot.py", "src/cool.py", "src/none.py"):
         found: list[Memory] = []
         statements = _statements(store, lambda path=path, found=found: found.extend(
-            store.by_path(REPO, path, lines=lines, limit=limit)))
-        assert [m.id for m in found] == _expected(crowd, path, lines, limit), (path, plan)
-        if path == "src/hot.py" and not (lines and plan == "agent_memory_recent"):
-            conn = store._conn
-            assert conn is not None
-            steps = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {statements[1]}")]
-            assert any(plan in step for step in steps), steps
-            assert not any(step.startswith(("SCAN m", "SCAN c", "SCAN agent_memory"))
-                           for step in steps), steps
+            store.by_path(REPO, path, lines=lines, limit=limit, **filters)))
+        assert [m.id for m in found] == _expected(kept, path, lines, limit), path
+        conn = store._conn
+        assert conn is not None
+        steps = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {statements[0]}",
+                                                [None] * statements[0].count("?"))]
+        assert any("agent_memory_citation_newest" in step for step in steps), steps
+        assert not any(step.startswith(("SCAN m", "SCAN c", "SCAN agent_memory"))
+                       or "TEMP B-TREE FOR GROUP BY" in step for step in steps), steps
 
 
 def test_search_past_the_ranked_matches_takes_the_newest_by_where_the_words_are(
@@ -772,11 +772,11 @@ def test_the_audit_trail_reads_its_partial_indexes(tmp_path: Path) -> None:
         store.close()
 
 
-@pytest.mark.parametrize(("crowded", "rare"), [(10_000, 10_000), (10_000, 3), (3, 3)])
-def test_citations_stored_before_migration_8_are_found_by_path_after_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crowded: int, rare: int) -> None:
-    """Migration 8 gives every citation row its memory's seq (what by_path's plans join
-    on): rows written before it are filled in, rows written after it carry it."""
+def test_citations_stored_before_migrations_8_and_9_are_found_by_path_after_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Migrations 8 and 9 give every citation row its memory's seq and creation time
+    (what by_path joins on and walks in order): rows written before them are filled
+    in, rows written after them carry both."""
     from verified_memory.store import sqlite as sqlite_module
 
     path = tmp_path / "old.db"
@@ -794,8 +794,6 @@ def test_citations_stored_before_migration_8_are_found_by_path_after_it(
                          [citation_values(m.id, m.repo, 0, m.citations[0]) for m in before])
     conn.close()
     monkeypatch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS)
-    monkeypatch.setattr(sqlite_module, "CROWDED_PATH", crowded)
-    monkeypatch.setattr(sqlite_module, "RARE_PATH", rare)
     with SQLiteStore(path) as new:
         after = [replace(_memory(minutes=3 + i), citations=(_cited("src/hot.py", 5, 6),))
                  for i in range(3)]
@@ -809,7 +807,8 @@ def test_citations_stored_before_migration_8_are_found_by_path_after_it(
     try:
         assert conn.execute(
             "SELECT count(*) FROM agent_memory_citation c JOIN agent_memory m "
-            "ON m.id = c.memory_id WHERE c.memory_seq IS m.seq").fetchone() == (15,)
+            "ON m.id = c.memory_id WHERE c.memory_seq IS m.seq "
+            "AND c.memory_created_at IS m.created_at").fetchone() == (15,)
     finally:
         conn.close()
 

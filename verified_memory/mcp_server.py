@@ -539,7 +539,8 @@ def _add_tools(server: MCPServer[_Run]) -> None:
             budget: BudgetArg = DEFAULT_BUDGET, ref: RefArg = "HEAD",
             dry_run: DryRunArg = False, category: FilterCategoryArg = None,
             tag: TagArg = None) -> Verified:
-        """Memories that cite a file (or lines of it), verified against the code now.
+        """Memories that cite a file (or lines of it), newest created first, verified
+        against the code now.
         Call it before you edit a file, or when you review a change to it, to learn the
         conventions that apply there. Only memories whose citations all still hold are
         quoted; the rest are listed as not verified and must not be used. Reviewing

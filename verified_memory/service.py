@@ -430,7 +430,8 @@ class MemoryService:
     def search_by_path(self, repo: str, path: str, lines: tuple[int, int] | None = None,
                        limit: int = 50, *, category: str | None = None,
                        tag: str | None = None) -> list[Memory]:
-        """Active memories citing ``path`` (overlapping ``lines``, when given)."""
+        """Active memories citing ``path`` (overlapping ``lines``, when given), newest
+        created first (``MemoryStore.by_path``)."""
         validate_repo(repo)
         _check_limit(limit)
         if lines is not None:

@@ -411,6 +411,22 @@ def test_by_path_finds_active_citing_memories_newest_first(store: MemoryStore) -
     assert store.by_path(REPO, "src/app") == []  # whole paths, not prefixes
 
 
+def test_by_path_orders_by_creation_not_by_the_last_refresh(store: MemoryStore) -> None:
+    first = mem(minutes=1, citations=(cite("src/app.py", 1, 2),))
+    second = mem(minutes=2, citations=(cite("src/app.py", 5, 6),))
+    twins = sorted((mem(minutes=3, citations=(cite("src/app.py", 8, 9),)) for _ in range(2)),
+                   key=lambda m: m.id)
+    for m in (first, second, *twins):
+        store.add(m)
+    assert store.apply([Transition(first.id, refreshed_at=at(60))]) == [True]
+
+    # Newest created first, equal times by id; a refresh moves a memory in recent() only.
+    assert ids(store.by_path(REPO, "src/app.py")) == [twins[0].id, twins[1].id, second.id,
+                                                     first.id]
+    assert ids(store.by_path(REPO, "src/app.py", lines=(1, 6), limit=1)) == [second.id]
+    assert ids(store.recent(REPO))[0] == first.id
+
+
 @pytest.mark.parametrize(
     ("lines", "expected"),
     [

@@ -286,12 +286,15 @@ def archive_events(conn: sqlite3.Connection, before: datetime, now: datetime) ->
 
 
 assert CITATION_COLUMNS[0] == "memory_id"
-#: A citation row, with its memory's ``seq`` (migration 8) looked up by the memory's id
-#: (``?1``): the memory is written first, in the same transaction.
+#: A citation row, with its memory's ``seq`` (migration 8) and creation time (migration
+#: 9) read from the memory's row (by its id, ``?1``): the memory is written first, in
+#: the same transaction.
 INSERT_CITATION = (
-    f"INSERT INTO agent_memory_citation ({', '.join(CITATION_COLUMNS)}, memory_seq) "
+    f"INSERT INTO agent_memory_citation ({', '.join(CITATION_COLUMNS)}, memory_seq, "
+    "memory_created_at) "
     f"VALUES ({', '.join(f'?{i}' for i in range(1, len(CITATION_COLUMNS) + 1))}, "
-    "(SELECT seq FROM agent_memory WHERE id = ?1))"
+    "(SELECT seq FROM agent_memory WHERE id = ?1), "
+    "(SELECT created_at FROM agent_memory WHERE id = ?1))"
 )
 #: Events are written by statements of many rows each (``VALUES (...), (...)``), not by
 #: one statement a row: the telemetry table's triggers (the dashboard's counts) make

@@ -98,7 +98,11 @@ class MemoryStore(Protocol):
         category: str | None = None,
         tag: str | None = None,
     ) -> list[Memory]:
-        """Active memories citing ``path`` (overlapping ``lines`` when given)."""
+        """Active memories citing ``path`` (overlapping ``lines`` when given), newest
+        created first (ties: the smaller id first). Creation, not the last refresh: a
+        pass refreshes every memory it checks at one time, which leaves the refresh
+        order of a file's memories to their ids; and an order that never changes can
+        be kept in the citation index at no cost to a pass."""
 
     def count(self, repo: str, *, status: Status | None = Status.ACTIVE,
               at_most: int | None = None) -> int:

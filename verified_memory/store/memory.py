@@ -217,7 +217,7 @@ class InMemoryStore:
                     for c in m.citations
                 )
             ]
-        return _newest_first(chosen)[:bound]
+        return _newest_created_first(chosen)[:bound]
 
     def events(
         self,
@@ -395,6 +395,12 @@ def _newest_first(memories: list[Memory]) -> list[Memory]:
     """Most recently refreshed first; ties go to the smaller id (as in SQL)."""
     by_id = sorted(memories, key=lambda m: m.id)
     return sorted(by_id, key=lambda m: m.refreshed_at, reverse=True)  # stable: ids stay
+
+
+def _newest_created_first(memories: list[Memory]) -> list[Memory]:
+    """Most recently created first (``by_path``'s order); ties go to the smaller id."""
+    by_id = sorted(memories, key=lambda m: m.id)
+    return sorted(by_id, key=lambda m: m.created_at, reverse=True)
 
 
 def _score(memory: Memory, terms: list[str]) -> float:

@@ -289,6 +289,34 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             """,
         ),
     ),
+    (
+        9,
+        "a file's memories newest first, in the order of the citation index",
+        (
+            # by_path answers newest created first. A memory's creation time never
+            # changes, so its citations can carry it in their index at no cost to a
+            # verification pass (the refresh time, which every pass moves, could not:
+            # that cost the 100k pass about a second). A file's newest memories are then
+            # the first entries under its path, however many memories cite it. Rows
+            # are written with it (_sqlite_admin.INSERT_CITATION).
+            "ALTER TABLE agent_memory_citation ADD COLUMN memory_created_at TEXT",
+            """
+            UPDATE agent_memory_citation SET memory_created_at = (
+                SELECT m.created_at FROM agent_memory m
+                WHERE m.seq = agent_memory_citation.memory_seq)
+            """,
+            # It replaces the (repo, path, line_start) index: every read by path starts
+            # with the same two columns, and the cited lines and the memory's seq in
+            # each entry let a read ask about lines and reach the memory row without
+            # reading the citation's own row.
+            "DROP INDEX agent_memory_citation_path",
+            """
+            CREATE INDEX agent_memory_citation_newest
+                ON agent_memory_citation (repo, path, memory_created_at DESC, memory_id,
+                                          line_start, line_end, memory_seq)
+            """,
+        ),
+    ),
 )
 
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
@@ -307,14 +335,6 @@ _SELECT_CITATIONS = (
     f"SELECT {', '.join(CITATION_COLUMNS)} FROM agent_memory_citation "
     "WHERE memory_id IN (SELECT value FROM json_each(?)) ORDER BY memory_id, position"
 )
-#: by_path: a file with more citations than this in its repository is crowded (most
-#: memories cite it): its newest citing memories are found by walking the repository's
-#: memories newest first, asking each whether it cites the file.
-CROWDED_PATH = 2000
-#: by_path: a file with at most this many citations is rare: its citing memories are
-#: read through the citation index and sorted. Between the two, the citing memories'
-#: ids are gathered and the walk newest first stops at the ``limit``-th of them.
-RARE_PATH = 500
 #: search: bm25 ranks a query's matches in a repository up to this many; past it the
 #: newest matches are taken, by where the words are (``SQLiteStore._newest_matches``).
 RANKED_MATCHES = 500
@@ -567,48 +587,28 @@ class SQLiteStore(ClosingStore):
     ) -> list[Memory]:
         bound = _sql_limit(limit)
         span = check_lines(lines)
-        cites = "c.path = ?"
-        params: list[Any] = [path]
+        cites = "c.repo = ? AND c.path = ?"
+        params: list[Any] = [repo, path]
         if span is not None:
             cites += " AND c.line_start <= ? AND c.line_end >= ?"
             params += [span[1], span[0]]
-        outer, outer_params = _filtered("m.repo = ? AND m.status = 'active'", [repo],
-                                        category, tag)
-        newest = "ORDER BY m.refreshed_at DESC, m.id LIMIT ?"
+        where, where_params = _filtered(f"{cites} AND m.repo = ? AND m.status = 'active'",
+                                        [*params, repo], category, tag)
+        # The citation index is ordered by the memory's creation time (migration 9), so
+        # the newest memories citing the file are its first entries there, each a
+        # look-up of its memory by rowid: the walk stops at the ``limit``-th memory
+        # kept, however many memories cite the file. A memory citing the file twice
+        # is one group (its entries are side by side: the id follows the time).
+        newest = (f"SELECT m.seq FROM agent_memory_citation c INDEXED BY "
+                  f"agent_memory_citation_newest CROSS JOIN agent_memory m "
+                  f"ON m.seq = c.memory_seq WHERE {where} "
+                  f"GROUP BY c.memory_created_at, c.memory_id "
+                  f"ORDER BY c.memory_created_at DESC, c.memory_id LIMIT ?")
         with self._read("finding memories by path") as conn:
-            # SQLite cannot both find a file's citations and order their memories by
-            # an index: which side to start from depends on how often the file is
-            # cited, which a bounded count of its citations tells.
-            cited = conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM agent_memory_citation "
-                "WHERE repo = ? AND path = ? LIMIT ?)", (repo, path, CROWDED_PATH + 1),
-            ).fetchone()[0]
-            if cited > CROWDED_PATH:  # most memories cite it: the first few newest do
-                sql = (f"SELECT m.seq FROM agent_memory m INDEXED BY agent_memory_recent "
-                       f"WHERE {outer} AND EXISTS (SELECT 1 FROM agent_memory_citation c "
-                       f"INDEXED BY agent_memory_citation_memory WHERE c.memory_seq = m.seq "
-                       f"AND {cites}) {newest}")
-                args = (*outer_params, *params, bound)
-            elif cited > RARE_PATH and span is None:
-                # The walk newest first asks of each memory whether its seq (in the
-                # recency index, as the rowid) is among the file's: an integer look-up.
-                sql = (f"SELECT m.seq FROM agent_memory m INDEXED BY agent_memory_recent "
-                       f"WHERE {outer} AND m.seq IN (SELECT c.memory_seq FROM "
-                       f"agent_memory_citation c INDEXED BY agent_memory_citation_path "
-                       f"WHERE c.repo = ? AND {cites}) {newest}")
-                args = (*outer_params, repo, *params, bound)
-            else:
-                # CROSS JOIN keeps the citation index as the outer loop: a rarely cited
-                # path costs a few look-ups (by rowid), not a walk over the repository's
-                # memories.
-                sql = (f"SELECT m.seq FROM (SELECT DISTINCT c.memory_seq FROM "
-                       f"agent_memory_citation c INDEXED BY agent_memory_citation_path "
-                       f"WHERE c.repo = ? AND {cites}) AS hit CROSS JOIN agent_memory m "
-                       f"ON m.seq = hit.memory_seq WHERE {outer} {newest}")
-                args = (repo, *params, *outer_params, bound)
             # The rows of the (at most ``limit``) memories found, by rowid, put back in order.
-            rows = conn.execute(f"SELECT {_M} FROM agent_memory m WHERE m.seq IN ({sql}) "
-                                "ORDER BY m.refreshed_at DESC, m.id", args).fetchall()
+            rows = conn.execute(f"SELECT {_M} FROM agent_memory m WHERE m.seq IN ({newest}) "
+                                "ORDER BY m.created_at DESC, m.id",
+                                (*where_params, bound)).fetchall()
             return self._hydrate(conn, rows)
 
     def events(
