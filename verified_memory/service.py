@@ -809,28 +809,33 @@ class MemoryService:
 
     def approve(self, memory_id: str, *, by: str | None = None) -> Memory:
         """Make a pending memory active. Refused (``Conflict``) to whoever proposed it,
-        unless the policy allows self-approval: its category needs a second person."""
+        unless the policy allows self-approval: its category needs a second person.
+        ``by`` (default: the caller) is the ``approved`` event's actor."""
         memory = self._memory(memory_id)
         approver = by or self.current_actor
         self._check_reviewer(memory, approver, "approve")
         now = utcnow()
+        # Attributed to the reviewer (``by``), as ``created`` is to --created-by.
+        approved = replace(self._event(EventKind.APPROVED, memory, by=approver),
+                           actor=approver)
         return self._transition(memory, Transition(
             memory.id, expect=Status.PENDING, status=Status.ACTIVE, refreshed_at=now,
-            used_at=now, events=(self._event(EventKind.APPROVED, memory, by=approver),)),
-            "approve")
+            used_at=now, events=(approved,)), "approve")
 
     def reject(self, memory_id: str, reason: str, *, by: str | None = None) -> Memory:
-        """Retire a pending memory (it becomes invalid, the reason kept)."""
+        """Retire a pending memory (it becomes invalid, the reason kept). ``by``
+        (default: the caller) is the ``rejected`` event's actor."""
         if not isinstance(reason, str) or not reason.strip():
             raise ValidationError("a rejection needs a reason")
         memory = self._memory(memory_id)
         reviewer = by or self.current_actor
         self._check_reviewer(memory, reviewer, "reject")
         why = f"rejected by {reviewer}: {reason.strip()}"
+        rejected = replace(self._event(EventKind.REJECTED, memory, by=reviewer,
+                                       reason=reason.strip()), actor=reviewer)
         return self._transition(memory, Transition(
             memory.id, expect=Status.PENDING, status=Status.INVALID, invalid_reason=why,
-            events=(self._event(EventKind.REJECTED, memory, by=reviewer,
-                                reason=reason.strip()),)), "reject")
+            events=(rejected,)), "reject")
 
     def _check_reviewer(self, memory: Memory, reviewer: str, action: str) -> None:
         if memory.status is not Status.PENDING:
