@@ -15,7 +15,13 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from verified_memory.audit import acting_actor, named_memory, resolve_id, trail
+from verified_memory.audit import (
+    acting_actor,
+    cut_by_archive,
+    named_memory,
+    resolve_id,
+    trail,
+)
 from verified_memory.errors import Conflict, NotFound, SourceUnavailable, ValidationError
 from verified_memory.models import (
     Citation,
@@ -901,16 +907,28 @@ class MemoryService:
 
     def audit(self, memory_id: str | None = None, *, repo: str | None = None,
               kinds: Sequence[EventKind] | None = None, reads: bool = False,
-              since: datetime | None = None, limit: int = 50) -> list[TelemetryEvent]:
+              since: datetime | None = None, limit: int = 50,
+              archived: bool = False) -> list[TelemetryEvent]:
         """The audit trail of a memory (an id or a unique prefix; a forgotten memory's
         too) or of a repository, newest first: who did what, when, at which ref, why.
         Reads (``retrieved``, ``checked``) are left out unless ``reads`` or ``kinds``
         asks for them. A memory's trail includes archived events; a repository's reads
-        the live telemetry (``vmem db compact`` archives what is older)."""
+        the live telemetry (``vmem db compact`` archives what is older), and the archive
+        too with ``archived`` (``audit_archived`` says when that would show more)."""
         _check_limit(limit)
         self.telemetry.flush()
         return trail(self.memories, memory_id, repo=repo, kinds=kinds, reads=reads,
-                     since=since, limit=limit)
+                     since=since, limit=limit, archived=archived)
+
+    def audit_archived(self, shown: Sequence[TelemetryEvent], *, repo: str,
+                       kinds: Sequence[EventKind] | None = None, reads: bool = False,
+                       since: datetime | None = None, limit: int = 50) -> bool:
+        """Whether compaction cut a repository's trail: ``shown`` is what ``audit`` gave
+        for these arguments (without ``archived``), and the archive holds events it
+        would have listed. ``audit(..., archived=True)`` lists them."""
+        _check_limit(limit)
+        return cut_by_archive(self.memories, shown, repo=repo, kinds=kinds, reads=reads,
+                              since=since, limit=limit)
 
     def forget(self, memory_id: str | None = None, *, repo: str | None = None,
                reason: str, by: str | None = None) -> list[Tombstone]:
