@@ -210,6 +210,47 @@ def test_log_is_the_audit_trail_of_a_memory_and_of_the_repository(
     assert "invalidated" in table
 
 
+def test_a_repository_log_cut_by_compaction_says_how_to_see_the_archive(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        db: Path) -> None:
+    first = store(capsys, "First", "src/app.py:1-2", "--created-by", "alice")
+    monkeypatch.setenv("VMEM_ACTOR", "bob")
+    ok(capsys, "invalidate", first[:8], "--reason", "the retry loop went away")
+    ok(capsys, "db", "compact", "--older-than", "0", "--apply", "--no-backup")
+    later = store(capsys, "Later", "src/app.py:9-10")
+    hint = "`vmem log --archived` shows them"
+    # The table: the live event, and one line on stderr about the archived ones.
+    code, out, err = vmem(capsys, "log")
+    assert code == 0, err
+    assert later[:8] in out
+    assert first[:8] not in out
+    assert err.count("\n") == 1
+    assert hint in err
+    assert "vmem db compact" in err
+    # --json: stdout is the list alone, and nothing more is said.
+    code, out, err = vmem(capsys, "log", "--json")
+    assert (code, err) == (0, "")
+    assert [e["memory_id"] for e in json.loads(out)] == [later]
+    # A log the archive does not cut (the limit is met by live events) says nothing.
+    code, out, err = vmem(capsys, "log", "--limit", "1")
+    assert (code, err) == (0, "")
+    # Nor does one whose kind the archive does not hold; one it does gets the hint.
+    assert vmem(capsys, "log", "--kind", "applied")[2] == ""
+    code, out, err = vmem(capsys, "log", "--kind", "invalidated")
+    assert "no events" in out
+    assert hint in err
+    # --archived reads the archive too, newest first, and has nothing to hint at.
+    code, out, err = vmem(capsys, "log", "--archived", "--json")
+    assert (code, err) == (0, "")
+    assert [(e["kind"], e["memory_id"], e["actor"]) for e in json.loads(out)] == [
+        ("created", later, "bob"), ("invalidated", first, "bob"), ("created", first, "alice")]
+    assert vmem(capsys, "log", "--archived")[2] == ""
+    # A memory's own trail always included its archived events.
+    assert [e["kind"] for e in json.loads(ok(capsys, "log", first[:8], "--json"))] == [
+        "invalidated", "created"]
+    assert vmem(capsys, "log", first[:8])[2] == ""
+
+
 def test_log_shows_the_ref_a_verdict_was_made_at(
         repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     memory_id = store(capsys, "Verified")

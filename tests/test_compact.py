@@ -16,6 +16,7 @@ import pytest
 from tests.contract.test_store import REPO, cite, event, mem
 from verified_memory.cli import main
 from verified_memory.models import EventKind, TelemetryEvent, utcnow
+from verified_memory.service import MemoryService
 from verified_memory.store.base import MemoryStore
 from verified_memory.store.memory import InMemoryStore
 from verified_memory.store.sqlite import SQLiteStore
@@ -137,6 +138,27 @@ def test_telemetry_stays_append_only_outside_the_archive(db: Path) -> None:
                           "UPDATE agent_memory_telemetry_archive SET actor = 'me'"):
             with pytest.raises(sqlite3.IntegrityError, match="append-only"):
                 conn.execute(statement)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+def test_the_audit_says_when_compaction_cut_a_repository_log(kind: str, tmp_path: Path) -> None:
+    store: MemoryStore = (SQLiteStore(tmp_path / "audit.db") if kind == "sqlite"
+                          else InMemoryStore())
+    _fill(store)  # 200 reads a year old, 20 applications today
+    store.archive_events(utcnow() - timedelta(days=30))
+    with MemoryService(store) as service:
+        live = service.audit(repo=REPO)
+        assert [e.kind for e in live] == [EventKind.APPLIED] * 20
+        # Only reads were archived: the log of changes is whole, the log of reads is not.
+        assert not service.audit_archived(live, repo=REPO)
+        reads = service.audit(repo=REPO, reads=True)
+        assert service.audit_archived(reads, repo=REPO, reads=True)
+        everything = service.audit(repo=REPO, reads=True, archived=True, limit=300)
+        assert len(everything) == 220
+        assert everything[:20] == reads[:20]  # newest first, the archive after
+        # A log the limit fills with live events newer than the archive is not cut.
+        assert not service.audit_archived(reads[:20], repo=REPO, reads=True, limit=20)
+        assert service.audit_archived([], repo=REPO, kinds=[EventKind.RETRIEVED])
 
 
 def test_stores_that_cannot_be_compacted_say_so(capsys: pytest.CaptureFixture[str]) -> None:

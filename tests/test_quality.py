@@ -184,6 +184,22 @@ def test_reject_and_self_approval_when_configured(repo: GitRepo, db: Path) -> No
             is Status.ACTIVE
 
 
+def test_the_reviewer_named_by_is_the_actor_of_the_approval_and_the_rejection(
+        repo: GitRepo, db: Path) -> None:
+    # The service acts as alice (the process's user); bob is the reviewer named.
+    with service_for(repo, db) as alice:
+        one = alice.store(memory("Discount", "Discounts apply before tax.",
+                                 category="business_rule")).memory
+        two = alice.store(memory("Fiscal year", "The fiscal year starts on April 1.",
+                                 lines=(1, 1), category="business_rule")).memory
+        alice.approve(one.id, by="bob")
+        alice.reject(two.id, "it starts in January", by="carol")
+        (approved,) = alice.audit(one.id, kinds=[EventKind.APPROVED])
+        (rejected,) = alice.audit(two.id, kinds=[EventKind.REJECTED])
+    assert (approved.actor, approved.detail["by"]) == ("bob", "bob")
+    assert (rejected.actor, rejected.detail["by"]) == ("carol", "carol")
+
+
 # --------------------------------------------------------------------------- feedback
 
 
@@ -385,6 +401,10 @@ def test_cli_store_pending_approve_reject_and_promote(
     rejected = vmem_json(capsys, "reject", other["id"], "--reason", "wrong rate", "--by",
                          "bob")
     assert rejected["invalid_reason"] == "rejected by bob: wrong rate"
+    # The log names the reviewer as who acted, not the process's user (VMEM_ACTOR).
+    for memory_id, kind in ((rule["id"], "approved"), (other["id"], "rejected")):
+        (event,) = vmem_json(capsys, "log", memory_id, "--kind", kind)
+        assert (event["actor"], event["what"]) == ("bob", f"{kind} by bob")
     # Promotion: the queue, then the rule in the file.
     with service_for(repo, db) as svc:
         svc.memories.apply([Transition(stored["id"], add_applications=3, add_successes=3)])

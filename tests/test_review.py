@@ -274,6 +274,30 @@ def test_memories_already_broken_at_the_base_are_a_note(
     assert any("did not hold even at the base" in n for n in report.notes)
 
 
+def test_branch_memories_are_not_named_as_broken_at_the_base(
+        repo: GitRepo, service: MemoryService, memories: dict[str, str]) -> None:
+    # A memory stored on the branch under review (citing lines it adds) and one stored
+    # on another unmerged branch: neither is a claim about the main line, so neither
+    # "did not hold at the base"; they are named apart, as branch memories.
+    broken = "def helper():\n    return 41\n"
+    repo.write("net/other.py", broken)
+    repo.commit("broken on main already")
+    branch(repo, "grow", broken + "\n\ndef twice():\n    return 84\n", path="net/other.py")
+    mine = remember(service, "Twice answers 84", ("net/other.py", 5, 6), ref="grow")
+    branch(repo, "elsewhere", broken + "\n\ndef thrice():\n    return 126\n",
+           path="net/other.py")
+    theirs = remember(service, "Thrice answers 126", ("net/other.py", 5, 6), ref="elsewhere")
+    report = run(service, repo, "grow")
+    assert report.stale == (memories["other"],)
+    assert report.branch == tuple(sorted((mine, theirs)))
+    (stale,) = [n for n in report.notes if "did not hold even at the base" in n]
+    assert memories["other"] in stale
+    assert not {mine, theirs} & set(re.findall(r"[0-9a-f-]{36}", stale))
+    (on_branch,) = [n for n in report.notes if "stored on a branch" in n]
+    assert set(re.findall(r"[0-9a-f-]{36}", on_branch)) == {mine, theirs}
+    assert report.to_dict()["branch"] == sorted((mine, theirs))
+
+
 # --------------------------------------------------------------------------- bases
 
 

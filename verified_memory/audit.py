@@ -31,6 +31,7 @@ __all__ = [
     "Described",
     "acting_actor",
     "acting_as",
+    "cut_by_archive",
     "describe",
     "named_memory",
     "resolve_id",
@@ -106,20 +107,46 @@ def named_memory(store: MemoryStore, text: str) -> Memory:
 
 def trail(store: MemoryStore, memory_id: str | None, *, repo: str | None,
           kinds: Sequence[EventKind] | None, reads: bool, since: datetime | None,
-          limit: int) -> list[TelemetryEvent]:
+          limit: int, archived: bool = False) -> list[TelemetryEvent]:
     """``MemoryService.audit``: a memory's events (archived ones too) or a repository's
-    live ones, newest first, reads left out unless ``reads`` or ``kinds`` names one."""
-    changes = not reads and not (kinds and set(kinds) & READ_KINDS)
-    query: dict[str, Any] = {"kinds": kinds, "changes": changes, "since": since,
-                             "newest": True, "limit": limit}
+    (live ones; with ``archived``, archived ones too), newest first, reads left out
+    unless ``reads`` or ``kinds`` names one."""
+    query = _query(kinds, reads, since, limit)
     if memory_id is not None:
-        query["memory_id"] = resolve_id(store, memory_id)
-        found = [*store.events(**query), *store.events(**query, archived=True)]
-        found.sort(key=lambda e: (e.at, e.id or 0), reverse=True)
-        return found[:limit]
+        return _with_archive(store, {**query, "memory_id": resolve_id(store, memory_id)},
+                             limit)
     if repo is None:
         raise ValidationError("an audit trail needs a memory id or a repository")
-    return store.events(repo=validate_repo(repo), **query)
+    query["repo"] = validate_repo(repo)
+    return _with_archive(store, query, limit) if archived else store.events(**query)
+
+
+def cut_by_archive(store: MemoryStore, shown: Sequence[TelemetryEvent], *, repo: str,
+                   kinds: Sequence[EventKind] | None, reads: bool, since: datetime | None,
+                   limit: int) -> bool:
+    """Whether a repository's live trail (``shown``: ``trail`` without ``archived``, for
+    the same arguments) would list more had compaction not archived them: the archive
+    holds a matching event and the trail is short of ``limit``, or that event is no
+    older than the oldest shown. One look at the archive's newest matching event."""
+    newest = store.events(**{**_query(kinds, reads, since, 1), "repo": validate_repo(repo)},
+                          archived=True)
+    if not newest:
+        return False
+    return len(shown) < limit or newest[0].at >= shown[-1].at
+
+
+def _query(kinds: Sequence[EventKind] | None, reads: bool, since: datetime | None,
+           limit: int) -> dict[str, Any]:
+    changes = not reads and not (kinds and set(kinds) & READ_KINDS)
+    return {"kinds": kinds, "changes": changes, "since": since, "newest": True,
+            "limit": limit}
+
+
+def _with_archive(store: MemoryStore, query: dict[str, Any],
+                  limit: int) -> list[TelemetryEvent]:
+    found = [*store.events(**query), *store.events(**query, archived=True)]
+    found.sort(key=lambda e: (e.at, e.id or 0), reverse=True)
+    return found[:limit]
 
 
 def short_ids(ids: list[str]) -> dict[str, str]:

@@ -15,7 +15,13 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from verified_memory.audit import acting_actor, named_memory, resolve_id, trail
+from verified_memory.audit import (
+    acting_actor,
+    cut_by_archive,
+    named_memory,
+    resolve_id,
+    trail,
+)
 from verified_memory.errors import Conflict, NotFound, SourceUnavailable, ValidationError
 from verified_memory.models import (
     Citation,
@@ -509,6 +515,24 @@ class MemoryService:
         except (NotFound, SourceUnavailable) as exc:
             return f"not judged on the main line yet (where it stands could not be read: {exc})"
 
+    def on_branch(self, repo: str, memories: Iterable[Memory], ref: str) -> frozenset[str]:
+        """The ids of those of ``memories`` that are claims about a branch, not (yet)
+        about the main line, as seen from ``ref``: never judged on the main line, and
+        stored on a commit ``ref`` does not contain (or from uncommitted files). One
+        question to the source; when it cannot answer, none is (as before they were
+        placed). A review names them apart from the main line's memories."""
+        source = self.source_for(validate_repo(repo))
+        unjudged = [m for m in memories if not m.verified_ref]
+        unpinned = {m.id for m in unjudged if any(not c.sha for c in m.citations)}
+        commits = {c.sha for m in unjudged for c in m.citations if c.sha}
+        try:
+            inside = source.contained(commits, source.resolve(ref)) if commits else frozenset()
+        except (NotFound, SourceUnavailable):
+            return frozenset(unpinned)
+        return frozenset(unpinned | {m.id for m in unjudged
+                                     if any(c.sha and c.sha not in inside
+                                            for c in m.citations)})
+
     def stats(self, repo: str) -> RepoStats:
         repo = validate_repo(repo)
         self.telemetry.flush()
@@ -792,28 +816,33 @@ class MemoryService:
 
     def approve(self, memory_id: str, *, by: str | None = None) -> Memory:
         """Make a pending memory active. Refused (``Conflict``) to whoever proposed it,
-        unless the policy allows self-approval: its category needs a second person."""
+        unless the policy allows self-approval: its category needs a second person.
+        ``by`` (default: the caller) is the ``approved`` event's actor."""
         memory = self._memory(memory_id)
         approver = by or self.current_actor
         self._check_reviewer(memory, approver, "approve")
         now = utcnow()
+        # Attributed to the reviewer (``by``), as ``created`` is to --created-by.
+        approved = replace(self._event(EventKind.APPROVED, memory, by=approver),
+                           actor=approver)
         return self._transition(memory, Transition(
             memory.id, expect=Status.PENDING, status=Status.ACTIVE, refreshed_at=now,
-            used_at=now, events=(self._event(EventKind.APPROVED, memory, by=approver),)),
-            "approve")
+            used_at=now, events=(approved,)), "approve")
 
     def reject(self, memory_id: str, reason: str, *, by: str | None = None) -> Memory:
-        """Retire a pending memory (it becomes invalid, the reason kept)."""
+        """Retire a pending memory (it becomes invalid, the reason kept). ``by``
+        (default: the caller) is the ``rejected`` event's actor."""
         if not isinstance(reason, str) or not reason.strip():
             raise ValidationError("a rejection needs a reason")
         memory = self._memory(memory_id)
         reviewer = by or self.current_actor
         self._check_reviewer(memory, reviewer, "reject")
         why = f"rejected by {reviewer}: {reason.strip()}"
+        rejected = replace(self._event(EventKind.REJECTED, memory, by=reviewer,
+                                       reason=reason.strip()), actor=reviewer)
         return self._transition(memory, Transition(
             memory.id, expect=Status.PENDING, status=Status.INVALID, invalid_reason=why,
-            events=(self._event(EventKind.REJECTED, memory, by=reviewer,
-                                reason=reason.strip()),)), "reject")
+            events=(rejected,)), "reject")
 
     def _check_reviewer(self, memory: Memory, reviewer: str, action: str) -> None:
         if memory.status is not Status.PENDING:
@@ -879,16 +908,28 @@ class MemoryService:
 
     def audit(self, memory_id: str | None = None, *, repo: str | None = None,
               kinds: Sequence[EventKind] | None = None, reads: bool = False,
-              since: datetime | None = None, limit: int = 50) -> list[TelemetryEvent]:
+              since: datetime | None = None, limit: int = 50,
+              archived: bool = False) -> list[TelemetryEvent]:
         """The audit trail of a memory (an id or a unique prefix; a forgotten memory's
         too) or of a repository, newest first: who did what, when, at which ref, why.
         Reads (``retrieved``, ``checked``) are left out unless ``reads`` or ``kinds``
         asks for them. A memory's trail includes archived events; a repository's reads
-        the live telemetry (``vmem db compact`` archives what is older)."""
+        the live telemetry (``vmem db compact`` archives what is older), and the archive
+        too with ``archived`` (``audit_archived`` says when that would show more)."""
         _check_limit(limit)
         self.telemetry.flush()
         return trail(self.memories, memory_id, repo=repo, kinds=kinds, reads=reads,
-                     since=since, limit=limit)
+                     since=since, limit=limit, archived=archived)
+
+    def audit_archived(self, shown: Sequence[TelemetryEvent], *, repo: str,
+                       kinds: Sequence[EventKind] | None = None, reads: bool = False,
+                       since: datetime | None = None, limit: int = 50) -> bool:
+        """Whether compaction cut a repository's trail: ``shown`` is what ``audit`` gave
+        for these arguments (without ``archived``), and the archive holds events it
+        would have listed. ``audit(..., archived=True)`` lists them."""
+        _check_limit(limit)
+        return cut_by_archive(self.memories, shown, repo=repo, kinds=kinds, reads=reads,
+                              since=since, limit=limit)
 
     def forget(self, memory_id: str | None = None, *, repo: str | None = None,
                reason: str, by: str | None = None) -> list[Tombstone]:

@@ -17,7 +17,15 @@ from verified_memory.audit import describe, short_ids
 from verified_memory.cli.env import Env, common, running, say
 from verified_memory.cli.render import Output
 from verified_memory.errors import ValidationError
-from verified_memory.models import EventKind, Memory, MemoryFilter, Status, Tombstone, utcnow
+from verified_memory.models import (
+    EventKind,
+    Memory,
+    MemoryFilter,
+    Status,
+    TelemetryEvent,
+    Tombstone,
+    utcnow,
+)
 from verified_memory.prompt import sanitize
 
 if TYPE_CHECKING:
@@ -152,11 +160,18 @@ def _tombstones(out: Output, stones: list[Tombstone], repo: str) -> None:
               help="Only events since WHEN: a date, a time, or an age (7d, 12h).")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True,
               help="How many events, newest first.")
+@click.option("--archived", is_flag=True,
+              help="Include the events `vmem db compact` archived (a memory's log always "
+                   "does).")
 @pass_env
 def log(env: Env, memory_id: str | None, repo: str | None, as_json: bool,
-        kinds: tuple[str, ...], reads: bool, since: str | None, limit: int) -> None:
+        kinds: tuple[str, ...], reads: bool, since: str | None, limit: int,
+        archived: bool) -> None:
     """The audit trail of a memory (MEMORY_ID: any unique prefix; a forgotten memory's
-    too) or of the repository, newest first: when, who, what changed, at which ref, why.
+    too, archived events included) or of the repository, newest first: when, who, what
+    changed, at which ref, why. A repository's log reads the live events; when
+    compaction archived some it would show, a line on stderr says so (--archived
+    shows them).
 
     \b
     vmem log 132d0c13
@@ -164,21 +179,34 @@ def log(env: Env, memory_id: str | None, repo: str | None, as_json: bool,
     """
     env.out = Output(as_json)
     name = None if memory_id else env.repo(repo)
+    which = [EventKind(k) for k in kinds] or None
+    after = parse_since(since)
+    cut = False
     with running(env) as service:
-        events = service.audit(memory_id, repo=name,
-                               kinds=[EventKind(k) for k in kinds] or None, reads=reads,
-                               since=parse_since(since), limit=limit)
+        events = service.audit(memory_id, repo=name, kinds=which, reads=reads, since=after,
+                               limit=limit, archived=archived)
+        if name is not None and not archived and not as_json:
+            cut = service.audit_archived(events, repo=name, kinds=which, reads=reads,
+                                         since=after, limit=limit)
     if as_json:
         env.out.json([{**e.to_dict(), **describe(e).to_dict()} for e in events])
         return
-    title = f"log of {memory_id}" if memory_id else f"log of {name}"
+    _print_log(env, events, f"log of {memory_id}" if memory_id else f"log of {name}",
+               by_memory=memory_id is None)
+    if cut:  # after the table, where the eye ends
+        say(f"vmem: older events of {name} were archived by `vmem db compact`; "
+            "`vmem log --archived` shows them too")
+
+
+def _print_log(env: Env, events: list[TelemetryEvent], title: str, *,
+               by_memory: bool) -> None:
     if not events:
         env.out.out.print(_plain(f"{title}: no events"))
         return
     table = _table(title)
     table.add_column("when", no_wrap=True)
     table.add_column("who", overflow="fold", ratio=1)
-    if memory_id is None:
+    if by_memory:
         table.add_column("memory", no_wrap=True)
     table.add_column("what", overflow="fold", ratio=2)
     table.add_column("ref", overflow="fold", ratio=1)
@@ -187,7 +215,7 @@ def log(env: Env, memory_id: str | None, repo: str | None, as_json: bool,
     for e in events:
         said = describe(e)
         row: list[str | Text] = [f"{e.at:%Y-%m-%d %H:%M}", _plain(e.actor or "")]
-        if memory_id is None:
+        if by_memory:
             row.append(_plain(short.get(e.memory_id or "", "")))
         row += [_plain(said.what), _plain(said.ref), _plain(said.why)]
         table.add_row(*row)

@@ -39,7 +39,8 @@ def pending(env: Env, repo: str | None, as_json: bool, category: str | None, tag
 
 @click.command()
 @click.argument("memory_id")
-@click.option("--by", help="Who approves (default: VMEM_ACTOR). Not whoever proposed it.")
+@click.option("--by", help="Who approves (default: VMEM_ACTOR), the event's actor in "
+                           "`vmem log`. Not whoever proposed it.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 @pass_env
 def approve(env: Env, memory_id: str, by: str | None, as_json: bool) -> None:
@@ -53,7 +54,8 @@ def approve(env: Env, memory_id: str, by: str | None, as_json: bool) -> None:
 @click.command()
 @click.argument("memory_id")
 @click.option("--reason", required=True, help="Why it is rejected (kept with the memory).")
-@click.option("--by", help="Who rejects (default: VMEM_ACTOR).")
+@click.option("--by", help="Who rejects (default: VMEM_ACTOR), the event's actor in "
+                           "`vmem log`.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 @pass_env
 def reject(env: Env, memory_id: str, reason: str, by: str | None, as_json: bool) -> None:

@@ -23,9 +23,9 @@ With ``apply=True`` (after a merge) the same pass refreshes, relocates or invali
 for real, and also brings every other memory citing a changed file up to date.
 
 The review reads and changes memories only through ``MemoryService``'s public methods
-(``memories_citing``, ``locate``, ``record_retrieval``, ``verify``). The package:
-``diff`` (the change), ``findings`` (this), ``markdown`` (for people), ``git`` (a local
-``base...head``) and ``github`` (pull requests: files, reviews, comments).
+(``memories_citing``, ``locate``, ``on_branch``, ``record_retrieval``, ``verify``). The
+package: ``diff`` (the change), ``findings`` (this), ``markdown`` (for people), ``git`` (a
+local ``base...head``) and ``github`` (pull requests: files, reviews, comments).
 """
 
 from __future__ import annotations
@@ -240,6 +240,7 @@ class ReviewReport:
     applied: bool = False
     has_memories: bool = True
     stale: tuple[str, ...] = ()  # memories citing changed files that did not hold at the base
+    branch: tuple[str, ...] = ()  # the same, stored on a branch: not main-line claims yet
     updated: int = 0  # with apply: other memories citing changed files brought up to date
     notes: tuple[str, ...] = ()
     pull_request: int | None = None
@@ -262,6 +263,7 @@ class ReviewReport:
             "counts": {kind.value: self.count(kind) for kind in FindingKind},
             "findings": [f.to_dict(self.applied) for f in self.findings],
             "stale": list(self.stale),
+            "branch": list(self.branch),
             "updated": self.updated,
             "notes": list(self.notes),
             "requests": self.requests,
@@ -324,6 +326,10 @@ def review(
                 where.line_start, where.line_end):
             touched.setdefault(memory_id, {})[i] = where
     stale -= touched.keys()
+    # A memory stored on a branch (this one or another) whose code the base lacks is no
+    # claim about the base: named apart, never as broken there.
+    branch = service.on_branch(repo, [memories[mid] for mid in stale], diff.base_commit)
+    stale -= branch
     service.record_retrieval([memories[mid] for mid in touched], "review",
                              base=diff.base_commit, head=diff.head_commit,
                              pull_request=pull_request)
@@ -342,7 +348,13 @@ def review(
         notes.append(f"{len(stale)} memor{'y' if len(stale) == 1 else 'ies'} citing changed "
                      "files did not hold even at the base (run `vmem verify` on the base "
                      "branch): " + ", ".join(sorted(stale)))
+    if branch:
+        notes.append(f"{len(branch)} memor{'y' if len(branch) == 1 else 'ies'} citing changed "
+                     "files were stored on a branch (commits the base does not contain) and "
+                     "do not hold at the base: not claims about the main line yet, judged "
+                     "once merged: " + ", ".join(sorted(branch)))
     return replace(empty, findings=tuple(findings), stale=tuple(sorted(stale)),
+                   branch=tuple(sorted(branch)),
                    updated=sum(1 for v in verifications if v.change is not None
                                and v.memory.id not in touched), notes=tuple(notes))
 
