@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.store_races import check_stored_once, store_at_once
 from verified_memory.errors import Conflict, StoreError, ValidationError, VerifiedMemoryError
 from verified_memory.models import (
     Citation,
@@ -708,76 +709,13 @@ def test_two_processes_superseding_one_memory_get_one_winner(db_path: Path) -> N
         store.close()
 
 
-#: The code the racing storers cite: one file per race, so that races do not meet.
-RACES = 30
-
-
-def _race_files() -> dict[str, str]:
-    return {f"src/race{i}.py": f"def step_{i}(x):\n    return x + {i}\n" for i in range(RACES)}
-
-
-def _race_memory(race: int) -> dict[str, Any]:
-    return {"repo": REPO, "subject": f"step {race} adds {race}",
-            "fact": f"step_{race} returns its argument plus {race}.",
-            "citations": [{"path": f"src/race{race}.py", "line_start": 1, "line_end": 2}]}
-
-
-def _storer(path: str, worker: int, barrier: Any, results: Any) -> None:
-    """Store each race's memory the moment the rival processes store it too."""
-    from verified_memory.service import MemoryService
-    from verified_memory.sources.fake import DictSource
-
-    outcomes: list[tuple[str, bool] | str] = []
-    service = MemoryService(SQLiteStore(path), DictSource({"c1": _race_files()}),
-                            actor=f"worker-{worker}")
-    try:
-        # Warmed up first (imports, the first fingerprint), so the races start together.
-        service.store({**_race_memory(0), "repo": f"acme/warm{worker}"})
-        for race in range(RACES):
-            barrier.wait(timeout=60)
-            try:
-                stored = service.store(_race_memory(race))
-                outcomes.append((stored.id, stored.duplicate))
-            except VerifiedMemoryError as exc:  # pragma: no cover - reported to the parent
-                outcomes.append(f"error: {exc}")
-    finally:
-        service.close()
-        results.put((worker, outcomes))
-
-
 def test_processes_storing_the_same_memory_at_once_store_it_once(db_path: Path) -> None:
-    """The duplicate check and the insert are one transaction: of several processes
-    storing one memory at once, one creates it and the others refresh that one."""
-    workers = 3
-    SQLiteStore(db_path).close()  # migrated before the race
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(workers)
-    results = ctx.Queue()
-    processes = [ctx.Process(target=_storer, args=(str(db_path), w, barrier, results))
-                 for w in range(workers)]
-    for process in processes:
-        process.start()
-    outcomes = dict(results.get(timeout=180) for _ in processes)
-    for process in processes:
-        process.join(timeout=60)
-
-    assert [p.exitcode for p in processes] == [0] * workers
-    store = SQLiteStore(db_path)
-    try:
-        for race in range(RACES):
-            stored = [outcomes[w][race] for w in range(workers)]
-            assert all(isinstance(s, tuple) for s in stored), stored
-            memories = store.by_path(REPO, f"src/race{race}.py")
-            assert len(memories) == 1, (race, stored)
-            (memory,) = memories
-            assert sorted(duplicate for _, duplicate in stored) == [False] + [True] * (
-                workers - 1)
-            assert {memory_id for memory_id, _ in stored} == {memory.id}
-            assert [e.kind for e in store.events(memory_id=memory.id)] == [
-                EventKind.CREATED] + [EventKind.REFRESHED] * (workers - 1)
-        assert store.count(REPO) == RACES
-    finally:
-        store.close()
+    """The duplicate check and the insert are one transaction (``add_unless_duplicate``):
+    of three processes storing one memory at once, one creates it and the others refresh
+    that one."""
+    SQLiteStore(db_path).close()  # migrated before the races
+    url = f"sqlite:///{db_path}"
+    check_stored_once(url, store_at_once(url, workers=3))
 
 
 def test_a_store_made_before_the_quality_columns_migrates_in_place(

@@ -82,7 +82,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
-from verified_memory.store.base import ClosingStore
+from verified_memory.store.base import ClosingStore, DuplicateOf, citing_code
 from verified_memory.store.sqlite_views import DASHBOARD_MIGRATION
 from verified_memory.store.views import ViewQuery, as_text, normalize_row, sql_select
 
@@ -364,6 +364,24 @@ class SQLiteStore(ClosingStore):
             self._insert_memory(conn, memory, rows)
             _admin.insert_event_rows(conn, event_rows)
 
+    def add_unless_duplicate(self, memory: Memory, events: Sequence[TelemetryEvent],
+                             duplicate_of: DuplicateOf) -> Memory | None:
+        validate_memory(memory)
+        rows = _memory_rows(memory)
+        event_rows = events_values(events)
+        with self._write("adding a memory") as conn:
+            # Under BEGIN IMMEDIATE no other process can add a memory between this
+            # check and the insert: of several storing one memory, one inserts it.
+            def by_path(repo: str, path: str, *, lines: tuple[int, int] | None = None,
+                        limit: int = 50) -> list[Memory]:
+                return self._by_path(conn, repo, path, lines=lines, limit=limit)
+
+            found = duplicate_of(citing_code(by_path, memory))
+            if found is None:
+                self._insert_memory(conn, memory, rows)
+                _admin.insert_event_rows(conn, event_rows)
+        return found
+
     def supersede(
         self, old_id: str, new: Memory, events: Sequence[TelemetryEvent] = ()
     ) -> None:
@@ -565,6 +583,14 @@ class SQLiteStore(ClosingStore):
         category: str | None = None,
         tag: str | None = None,
     ) -> list[Memory]:
+        with self._read("finding memories by path") as conn:
+            return self._by_path(conn, repo, path, lines=lines, limit=limit,
+                                 category=category, tag=tag)
+
+    def _by_path(self, conn: sqlite3.Connection, repo: str, path: str, *,
+                 lines: tuple[int, int] | None = None, limit: int = 50,
+                 category: str | None = None, tag: str | None = None) -> list[Memory]:
+        """``by_path`` on ``conn`` (in a transaction that holds it, or under the lock)."""
         bound = _sql_limit(limit)
         span = check_lines(lines)
         cites = "c.path = ?"
@@ -575,41 +601,40 @@ class SQLiteStore(ClosingStore):
         outer, outer_params = _filtered("m.repo = ? AND m.status = 'active'", [repo],
                                         category, tag)
         newest = "ORDER BY m.refreshed_at DESC, m.id LIMIT ?"
-        with self._read("finding memories by path") as conn:
-            # SQLite cannot both find a file's citations and order their memories by
-            # an index: which side to start from depends on how often the file is
-            # cited, which a bounded count of its citations tells.
-            cited = conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM agent_memory_citation "
-                "WHERE repo = ? AND path = ? LIMIT ?)", (repo, path, CROWDED_PATH + 1),
-            ).fetchone()[0]
-            if cited > CROWDED_PATH:  # most memories cite it: the first few newest do
-                sql = (f"SELECT m.seq FROM agent_memory m INDEXED BY agent_memory_recent "
-                       f"WHERE {outer} AND EXISTS (SELECT 1 FROM agent_memory_citation c "
-                       f"INDEXED BY agent_memory_citation_memory WHERE c.memory_seq = m.seq "
-                       f"AND {cites}) {newest}")
-                args = (*outer_params, *params, bound)
-            elif cited > RARE_PATH and span is None:
-                # The walk newest first asks of each memory whether its seq (in the
-                # recency index, as the rowid) is among the file's: an integer look-up.
-                sql = (f"SELECT m.seq FROM agent_memory m INDEXED BY agent_memory_recent "
-                       f"WHERE {outer} AND m.seq IN (SELECT c.memory_seq FROM "
-                       f"agent_memory_citation c INDEXED BY agent_memory_citation_path "
-                       f"WHERE c.repo = ? AND {cites}) {newest}")
-                args = (*outer_params, repo, *params, bound)
-            else:
-                # CROSS JOIN keeps the citation index as the outer loop: a rarely cited
-                # path costs a few look-ups (by rowid), not a walk over the repository's
-                # memories.
-                sql = (f"SELECT m.seq FROM (SELECT DISTINCT c.memory_seq FROM "
-                       f"agent_memory_citation c INDEXED BY agent_memory_citation_path "
-                       f"WHERE c.repo = ? AND {cites}) AS hit CROSS JOIN agent_memory m "
-                       f"ON m.seq = hit.memory_seq WHERE {outer} {newest}")
-                args = (repo, *params, *outer_params, bound)
-            # The rows of the (at most ``limit``) memories found, by rowid, put back in order.
-            rows = conn.execute(f"SELECT {_M} FROM agent_memory m WHERE m.seq IN ({sql}) "
-                                "ORDER BY m.refreshed_at DESC, m.id", args).fetchall()
-            return self._hydrate(conn, rows)
+        # SQLite cannot both find a file's citations and order their memories by
+        # an index: which side to start from depends on how often the file is
+        # cited, which a bounded count of its citations tells.
+        cited = conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM agent_memory_citation "
+            "WHERE repo = ? AND path = ? LIMIT ?)", (repo, path, CROWDED_PATH + 1),
+        ).fetchone()[0]
+        if cited > CROWDED_PATH:  # most memories cite it: the first few newest do
+            sql = (f"SELECT m.seq FROM agent_memory m INDEXED BY agent_memory_recent "
+                   f"WHERE {outer} AND EXISTS (SELECT 1 FROM agent_memory_citation c "
+                   f"INDEXED BY agent_memory_citation_memory WHERE c.memory_seq = m.seq "
+                   f"AND {cites}) {newest}")
+            args = (*outer_params, *params, bound)
+        elif cited > RARE_PATH and span is None:
+            # The walk newest first asks of each memory whether its seq (in the
+            # recency index, as the rowid) is among the file's: an integer look-up.
+            sql = (f"SELECT m.seq FROM agent_memory m INDEXED BY agent_memory_recent "
+                   f"WHERE {outer} AND m.seq IN (SELECT c.memory_seq FROM "
+                   f"agent_memory_citation c INDEXED BY agent_memory_citation_path "
+                   f"WHERE c.repo = ? AND {cites}) {newest}")
+            args = (*outer_params, repo, *params, bound)
+        else:
+            # CROSS JOIN keeps the citation index as the outer loop: a rarely cited
+            # path costs a few look-ups (by rowid), not a walk over the repository's
+            # memories.
+            sql = (f"SELECT m.seq FROM (SELECT DISTINCT c.memory_seq FROM "
+                   f"agent_memory_citation c INDEXED BY agent_memory_citation_path "
+                   f"WHERE c.repo = ? AND {cites}) AS hit CROSS JOIN agent_memory m "
+                   f"ON m.seq = hit.memory_seq WHERE {outer} {newest}")
+            args = (repo, *params, *outer_params, bound)
+        # The rows of the (at most ``limit``) memories found, by rowid, put back in order.
+        rows = conn.execute(f"SELECT {_M} FROM agent_memory m WHERE m.seq IN ({sql}) "
+                            "ORDER BY m.refreshed_at DESC, m.id", args).fetchall()
+        return self._hydrate(conn, rows)
 
     def events(
         self,
