@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +22,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from tests.store_races import check_stored_once, store_at_once
 from verified_memory.config import Settings
 from verified_memory.errors import (
     Conflict,
@@ -50,11 +51,14 @@ from verified_memory.store.migrate import (
     render_sql,
 )
 from verified_memory.store.postgres import (
+    ADD_LOCK,
+    ADD_LOCK_SQL,
     IMPORT_LOCK,
     IMPORT_SQL,
     PostgresStore,
     applied_flags,
     import_payload,
+    memory_payload,
 )
 
 pytestmark = pytest.mark.postgres
@@ -641,6 +645,47 @@ def test_a_supersede_waiting_on_a_lock_sees_the_winner_and_conflicts(pg_url: str
             store.get("second")
     finally:
         store.close()
+
+
+def test_processes_storing_the_same_memory_at_once_store_it_once(pg_url: str) -> None:
+    """The duplicate check and the insert of each store are one transaction behind an
+    advisory lock on the repository: of three processes storing one memory at once, one
+    creates it and the others refresh that one."""
+    check_stored_once(pg_url, store_at_once(pg_url, workers=3))
+
+
+def test_a_guarded_add_waits_for_the_one_before_it_and_sees_its_memory(
+        store: PostgresStore, pg_url: str) -> None:
+    """Deterministic version of the race: the second add waits on the repository's
+    lock, then finds the first one's memory and writes nothing."""
+    first, second = _memory("first"), _memory("second")
+    holder = psycopg.connect(pg_url)  # a guarded add in flight, as the store runs one
+    try:
+        holder.execute(ADD_LOCK_SQL, (ADD_LOCK, REPO))
+        holder.execute("select agent_memory_add(%s, '[]'::jsonb)",
+                       (Jsonb(memory_payload(first)),))
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            asked: list[list[str]] = []
+
+            def duplicate_of(found: Sequence[Memory]) -> Memory | None:
+                asked.append([m.id for m in found])
+                return found[0] if found else None
+
+            waiting = pool.submit(store.add_unless_duplicate, second, [], duplicate_of)
+            time.sleep(0.5)
+            assert not waiting.done()  # waiting on the first add's lock
+            holder.commit()
+            assert waiting.result(timeout=30) == store.get("first")
+        assert asked == [["first"]]
+        with pytest.raises(NotFound):
+            store.get("second")
+        # Another repository's guarded add never waits for this one's.
+        holder.execute(ADD_LOCK_SQL, (ADD_LOCK, REPO))
+        elsewhere = _memory("elsewhere", repo="acme/other")
+        assert store.add_unless_duplicate(elsewhere, [], lambda found: None) is None
+        assert store.get("elsewhere").repo == "acme/other"
+    finally:
+        holder.close()
 
 
 # --------------------------------------------------------------------------- the plugin

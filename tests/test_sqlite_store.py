@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.store_races import check_stored_once, store_at_once
 from verified_memory.errors import Conflict, StoreError, ValidationError, VerifiedMemoryError
 from verified_memory.models import (
     Citation,
@@ -155,6 +157,61 @@ def test_migrations_are_recorded_and_reopening_is_harmless(db_path: Path) -> Non
     with _raw(db_path) as conn:
         assert conn.execute("SELECT version, name, applied_at FROM schema_migrations").fetchall() \
             == recorded
+
+
+def test_a_migrated_file_opens_and_reads_while_another_process_writes(
+        db_path: Path) -> None:
+    """Opening a store that is up to date takes no write lock: a writer holding it for
+    longer than the store would wait does not stop it."""
+    SQLiteStore(db_path).close()
+    with _raw(db_path) as writer:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("INSERT INTO agent_memory_telemetry (kind, repo, at) "
+                       "VALUES ('applied', 'acme/x', '2026-03-01T00:00:00+00:00')")
+        store = SQLiteStore(db_path, timeout=0.2)
+        try:
+            assert store.recent(REPO) == []
+            with pytest.raises(StoreError, match="locked by another process"):
+                store.log([_event(EventKind.APPLIED, "m1")])  # a write still waits, then fails
+        finally:
+            store.close()
+        writer.execute("ROLLBACK")
+
+
+def test_a_file_another_process_migrates_meanwhile_opens_without_the_write_lock(
+        db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that found a migration missing, and waits for the write lock to apply
+    it, opens as soon as another process has applied it, though writers keep the lock:
+    in a crowd of writers SQLite's busy handler may serve the longest waiter last (one of
+    eight processes opening a fresh file gave up after 5 s)."""
+    from verified_memory.store import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[:-1])
+    SQLiteStore(db_path).close()  # the last migration missing
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS)
+    version, name, statements = MIGRATIONS[-1]
+    with _raw(db_path) as other:
+        other.execute("BEGIN IMMEDIATE")  # the other process holds the write lock
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            opening = pool.submit(SQLiteStore, db_path, timeout=1.0)
+            time.sleep(0.3)
+            assert not opening.done()  # waiting to apply the last migration
+            for statement in statements:  # the other process applies it ...
+                assert isinstance(statement, str)
+                other.execute(statement)
+            other.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                          (version, name, "2026-03-01T00:00:00+00:00"))
+            other.execute("COMMIT")
+            other.execute("BEGIN IMMEDIATE")  # ... and writes on, for longer than 1 s
+            store = opening.result(timeout=0.9)
+        try:
+            assert store.recent(REPO) == []
+        finally:
+            store.close()
+            other.execute("ROLLBACK")
+    with _raw(db_path) as conn:
+        assert [v for (v,) in conn.execute("SELECT version FROM schema_migrations")] == [
+            v for v, _, _ in MIGRATIONS]
 
 
 def test_a_file_from_a_newer_version_is_refused(db_path: Path) -> None:
@@ -706,6 +763,15 @@ def test_two_processes_superseding_one_memory_get_one_winner(db_path: Path) -> N
         }
     finally:
         store.close()
+
+
+def test_processes_storing_the_same_memory_at_once_store_it_once(db_path: Path) -> None:
+    """The duplicate check and the insert are one transaction (``add_unless_duplicate``):
+    of three processes storing one memory at once, one creates it and the others refresh
+    that one."""
+    SQLiteStore(db_path).close()  # migrated before the races
+    url = f"sqlite:///{db_path}"
+    check_stored_once(url, store_at_once(url, workers=3))
 
 
 def test_a_store_made_before_the_quality_columns_migrates_in_place(

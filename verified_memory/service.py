@@ -48,7 +48,13 @@ from verified_memory.models import (
 from verified_memory.prompt import relevance, sanitize_line
 from verified_memory.quality import QualityPolicy, classify, normalize_category, rank_search
 from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo
-from verified_memory.store.base import MemoryStore, oldest_never_applied, search_hits
+from verified_memory.store.base import (
+    MemoryStore,
+    add_unless_duplicate,
+    citing_code,
+    oldest_never_applied,
+    search_hits,
+)
 from verified_memory.store.views import ViewQuery
 from verified_memory.telemetry import TelemetryBuffer
 from verified_memory.verify.citing import fingerprint_citation
@@ -234,14 +240,16 @@ class MemoryService:
 
         Quality (``quality.py``): a memory whose category needs approval is stored
         ``pending``; one that says what an active memory already says about the same
-        code is not stored twice (that one is refreshed, and returned, ``duplicate``);
-        one citing the same code but saying something else is stored with its possible
-        ``conflicts`` named (in the answer and the ``created`` event)."""
+        code is not stored twice (that one is refreshed, and returned, ``duplicate``;
+        asked again where the store adds, so that several processes storing one memory
+        at once store it once: ``store.base.add_unless_duplicate``); one citing the
+        same code but saying something else is stored with its possible ``conflicts``
+        named (in the answer and the ``created`` event)."""
         new = memory if isinstance(memory, NewMemory) else NewMemory.parse(memory)
         built = self._build(new, ref=ref)
         conflicts: tuple[str, ...] = ()
         if built.status is Status.ACTIVE:
-            novelty = classify(built, self._citing_code(built), self.policy)
+            novelty = classify(built, citing_code(self.memories.by_path, built), self.policy)
             if novelty.duplicate_of is not None:
                 return Stored(self._refresh_duplicate(novelty.duplicate_of, built),
                               duplicate=True)
@@ -255,18 +263,17 @@ class MemoryService:
         # Attributed to who stored it: --created-by, else the caller (audit.py).
         created = replace(self._event(EventKind.CREATED, built, **detail),
                           actor=built.created_by)
-        self.memories.add(built, [created])
+        if built.status is not Status.ACTIVE:
+            self.memories.add(built, [created])
+        else:
+            # Asked again where the store adds (under its write lock): another process
+            # may have stored the same memory since the check above.
+            appeared = add_unless_duplicate(
+                self.memories, built, [created],
+                lambda found: classify(built, found, self.policy).duplicate_of)
+            if appeared is not None:
+                return Stored(self._refresh_duplicate(appeared, built), duplicate=True)
         return Stored(built, conflicts=conflicts, warnings=self._over_limit(built.repo))
-
-    def _citing_code(self, memory: Memory) -> list[Memory]:
-        """Active memories citing lines that ``memory`` cites (the candidates for a
-        duplicate or a conflict): one index look-up per citation."""
-        found: dict[str, Memory] = {}
-        for c in memory.citations:
-            for other in self.memories.by_path(memory.repo, c.path,
-                                               lines=(c.line_start, c.line_end), limit=100):
-                found.setdefault(other.id, other)
-        return list(found.values())
 
     def _refresh_duplicate(self, existing: Memory, attempt: Memory) -> Memory:
         now = utcnow()
@@ -804,7 +811,8 @@ class MemoryService:
     def conflicts(self, memory: Memory) -> list[Memory]:
         """Active memories citing the same code as ``memory`` that say something else
         (``quality.classify``): what a person should reconcile."""
-        return list(classify(memory, self._citing_code(memory), self.policy).conflicts)
+        found = citing_code(self.memories.by_path, memory)
+        return list(classify(memory, found, self.policy).conflicts)
 
     def pending(self, repo: str, *, limit: int = 50, category: str | None = None,
                 tag: str | None = None) -> list[Memory]:

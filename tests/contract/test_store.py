@@ -7,6 +7,7 @@ fingerprint matches anything, it only keeps what it is given and finds it again.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -25,7 +26,12 @@ from verified_memory.models import (
     TelemetryEvent,
     Transition,
 )
-from verified_memory.store.base import MemoryStore, oldest_never_applied, search_hits
+from verified_memory.store.base import (
+    MemoryStore,
+    add_unless_duplicate,
+    oldest_never_applied,
+    search_hits,
+)
 
 REPO = "acme/api"
 OTHER = "acme/web"
@@ -176,6 +182,47 @@ def test_add_duplicate_id_is_conflict_and_writes_nothing(store: MemoryStore) -> 
 
     assert store.get(m.id).subject == "first"
     assert store.events(memory_id=m.id) == []
+
+
+def test_add_unless_duplicate_asks_about_the_memories_citing_its_lines(
+        store: MemoryStore) -> None:
+    """``add_unless_duplicate`` hands ``duplicate_of`` the active memories citing lines
+    the new memory cites, each once; told of none, it adds the memory and its events."""
+    overlapping = mem("overlapping", citations=(cite("src/app.py", 11, 20),))
+    both = mem("cites both", minutes=1,
+               citations=(cite("src/app.py", 1, 10), cite("src/util.py", 5, 5)))
+    beside = mem("other lines", citations=(cite("src/app.py", 30, 40),))
+    retired = mem("invalid", status=Status.INVALID)
+    for m in (overlapping, both, beside, retired):
+        store.add(m)
+    new = mem("new", citations=(cite("src/app.py", 10, 12), cite("src/util.py", 1, 9)))
+    asked: list[list[str]] = []
+
+    def duplicate_of(found: Sequence[Memory]) -> Memory | None:
+        asked.append(sorted(m.subject for m in found))
+        return None
+
+    assert add_unless_duplicate(store, new, [event(EventKind.CREATED, new.id)],
+                                duplicate_of) is None
+    assert asked == [["cites both", "overlapping"]]
+    assert store.get(new.id) == new
+    assert [e.kind for e in store.events(memory_id=new.id)] == [EventKind.CREATED]
+
+
+def test_add_unless_duplicate_told_of_one_writes_nothing_and_returns_it(
+        store: MemoryStore) -> None:
+    first = mem("first")
+    store.add(first)
+    again = mem("again")
+
+    found = add_unless_duplicate(store, again, [event(EventKind.CREATED, again.id)],
+                                 lambda found: found[0] if found else None)
+
+    assert found == first
+    with pytest.raises(NotFound):
+        store.get(again.id)
+    assert store.events(memory_id=again.id) == []
+    assert ids(store.recent(REPO)) == [first.id]
 
 
 @pytest.mark.parametrize(

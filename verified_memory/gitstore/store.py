@@ -55,7 +55,7 @@ from verified_memory.models import (
     Transition,
     new_event_key,
 )
-from verified_memory.store.base import ClosingStore
+from verified_memory.store.base import ClosingStore, DuplicateOf
 from verified_memory.store.sqlite import SQLiteStore
 from verified_memory.store.transfer import Export, load_export
 from verified_memory.store.views import ViewQuery
@@ -172,6 +172,16 @@ class GitStore(ClosingStore):
         self.index.add(memory, keyed)
         self._write_memories([memory])
         self._append(keyed)
+
+    def add_unless_duplicate(self, memory: Memory, events: Sequence[TelemetryEvent],
+                             duplicate_of: DuplicateOf) -> Memory | None:
+        self._writing()
+        keyed = self._keyed(events)
+        found = self.index.add_unless_duplicate(memory, keyed, duplicate_of)
+        if found is None:
+            self._write_memories([memory])
+            self._append(keyed)
+        return found
 
     def supersede(self, old_id: str, new: Memory,
                   events: Sequence[TelemetryEvent] = ()) -> None:

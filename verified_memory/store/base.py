@@ -6,6 +6,9 @@ Invariants every implementation keeps:
 
 - ``add``, ``supersede`` and ``apply`` are atomic: all of a call's rows and events are
   written, or none are.
+- ``add_unless_duplicate`` (a store that has it: ``AddsUnlessDuplicate``) decides
+  whether the memory repeats one and inserts it in one transaction, under a lock that
+  other such adds wait for, so that several processes storing one memory store it once.
 - ``supersede`` succeeds only while the old memory is ``active``; otherwise it raises
   ``Conflict`` and writes nothing, so two agents racing to supersede get one winner.
 - ``apply`` writes each transition only if its memory still has the expected status;
@@ -20,7 +23,7 @@ Invariants every implementation keeps:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Protocol, Self, runtime_checkable
 
@@ -39,10 +42,16 @@ from verified_memory.models import (
 from verified_memory.store.views import ViewQuery
 
 __all__ = [
+    "CITING_LIMIT",
+    "AddsUnlessDuplicate",
     "ClosingStore",
+    "DuplicateOf",
     "FindsNeverApplied",
     "MemoryStore",
+    "ReadsByPath",
     "SearchesLightly",
+    "add_unless_duplicate",
+    "citing_code",
     "oldest_never_applied",
     "search_hits",
 ]
@@ -180,6 +189,62 @@ class MemoryStore(Protocol):
 
     def close(self) -> None:
         """Release connections. Safe to call twice."""
+
+
+#: Memories each citation of a new memory brings as candidates it may repeat.
+CITING_LIMIT = 100
+
+#: Given the active memories citing what a new memory cites, the one it repeats (None:
+#: it is new). ``MemoryService.store`` asks ``quality.classify``.
+DuplicateOf = Callable[[Sequence[Memory]], Memory | None]
+
+
+class ReadsByPath(Protocol):
+    """``MemoryStore.by_path`` as the duplicate check calls it: a store's own, or its
+    reading inside the write transaction it holds."""
+
+    def __call__(self, repo: str, path: str, *, lines: tuple[int, int] | None = None,
+                 limit: int = 50) -> list[Memory]: ...
+
+
+def citing_code(by_path: ReadsByPath, memory: Memory) -> list[Memory]:
+    """The active memories citing lines that ``memory`` cites, each once (the
+    candidates for a duplicate or a conflict): one index look-up per citation."""
+    found: dict[str, Memory] = {}
+    for c in memory.citations:
+        for other in by_path(memory.repo, c.path, lines=(c.line_start, c.line_end),
+                             limit=CITING_LIMIT):
+            found.setdefault(other.id, other)
+    return list(found.values())
+
+
+@runtime_checkable
+class AddsUnlessDuplicate(Protocol):
+    """A store that checks for a duplicate and adds in one transaction."""
+
+    def add_unless_duplicate(self, memory: Memory, events: Sequence[TelemetryEvent],
+                             duplicate_of: DuplicateOf) -> Memory | None:
+        """See ``add_unless_duplicate``."""
+
+
+def add_unless_duplicate(store: MemoryStore, memory: Memory,
+                         events: Sequence[TelemetryEvent],
+                         duplicate_of: DuplicateOf) -> Memory | None:
+    """``store.add(memory, events)``, unless ``duplicate_of(citing_code(memory))`` names a
+    memory: then that memory is returned and nothing is written.
+
+    A store that has ``AddsUnlessDuplicate`` asks it inside the transaction that adds,
+    under a lock every such add takes first (SQLite's write lock, a Postgres advisory
+    lock per repository), so that of several processes storing one memory at once one
+    adds it and the others get it back. Any other store (Supabase: each REST call is a
+    transaction of its own) is asked, then added to: a rival's memory that lands in
+    between is not seen."""
+    if isinstance(store, AddsUnlessDuplicate):
+        return store.add_unless_duplicate(memory, events, duplicate_of)
+    found = duplicate_of(citing_code(store.by_path, memory))
+    if found is None:
+        store.add(memory, events)
+    return found
 
 
 @runtime_checkable

@@ -50,6 +50,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
+from verified_memory.store.base import DuplicateOf, citing_code
 from verified_memory.store.views import ViewQuery
 
 __all__ = ["InMemoryStore"]
@@ -84,6 +85,20 @@ class InMemoryStore:
                 raise Conflict(f"memory {stored.id} already exists")
             self._memories[stored.id] = stored
             self._append(events)
+
+    def add_unless_duplicate(self, memory: Memory, events: Sequence[TelemetryEvent],
+                             duplicate_of: DuplicateOf) -> Memory | None:
+        validate_memory(memory)
+        validate_events(events)
+        stored = normalize_memory(memory)
+        with self._open():  # checked and added under the one lock
+            found = duplicate_of(citing_code(self._by_path, stored))
+            if found is None:
+                if stored.id in self._memories:
+                    raise Conflict(f"memory {stored.id} already exists")
+                self._memories[stored.id] = stored
+                self._append(events)
+        return found
 
     def supersede(
         self, old_id: str, new: Memory, events: Sequence[TelemetryEvent] = ()
@@ -205,18 +220,25 @@ class InMemoryStore:
         category: str | None = None,
         tag: str | None = None,
     ) -> list[Memory]:
+        with self._open():
+            return self._by_path(repo, path, lines=lines, limit=limit, category=category,
+                                 tag=tag)
+
+    def _by_path(self, repo: str, path: str, *, lines: tuple[int, int] | None = None,
+                 limit: int = 50, category: str | None = None,
+                 tag: str | None = None) -> list[Memory]:
+        """``by_path``; call with the lock held."""
         bound = check_limit(limit)
         span = check_lines(lines)
-        with self._open():
-            chosen = [
-                m for m in self._memories.values()
-                if m.repo == repo and m.status is Status.ACTIVE and kept_by(m, category, tag)
-                and any(
-                    c.path == path
-                    and (span is None or (c.line_start <= span[1] and c.line_end >= span[0]))
-                    for c in m.citations
-                )
-            ]
+        chosen = [
+            m for m in self._memories.values()
+            if m.repo == repo and m.status is Status.ACTIVE and kept_by(m, category, tag)
+            and any(
+                c.path == path
+                and (span is None or (c.line_start <= span[1] and c.line_end >= span[0]))
+                for c in m.citations
+            )
+        ]
         return _newest_created_first(chosen)[:bound]
 
     def events(

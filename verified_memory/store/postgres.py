@@ -6,7 +6,10 @@ Why it is shaped like this:
   (``agent_memory_add``, ``_supersede``, ``_apply``, ``_log``), so it is atomic on the
   server, and the Supabase store runs exactly the same code through ``rpc()``. The
   supersede race is settled by a row lock: the second agent waits, then finds the old
-  memory no longer active and gets ``Conflict``.
+  memory no longer active and gets ``Conflict``. The one exception is
+  ``add_unless_duplicate`` (``MemoryService.store``): a transaction that takes an
+  advisory lock on the repository, looks for a duplicate by path, then adds, so that
+  processes storing one memory at once store it once.
 - Memories travel as JSON in ``Memory.to_dict()`` shape, both ways; reads go through
   the ``agent_memory_full`` view, which returns a memory with its citations in one row.
 - Search terms are computed here with the same tokenizer as SQLite's FTS5
@@ -75,7 +78,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
-from verified_memory.store.base import ClosingStore
+from verified_memory.store.base import ClosingStore, DuplicateOf, citing_code
 from verified_memory.store.views import ViewQuery, normalize_row, sql_select
 
 if TYPE_CHECKING:
@@ -329,6 +332,30 @@ class PostgresStore(ClosingStore):
             ),
         )
 
+    def add_unless_duplicate(self, memory: Memory, events: Sequence[TelemetryEvent],
+                             duplicate_of: DuplicateOf) -> Memory | None:
+        payload = memory_payload(memory)
+        event_rows = events_payload(events)
+
+        def body(cur: psycopg.Cursor[Any]) -> Memory | None:
+            with cur.connection.transaction():
+                # Every guarded add to the repository waits here for the one before it
+                # to commit; read committed, the look-ups below then see its memory.
+                cur.execute(ADD_LOCK_SQL, (ADD_LOCK, memory.repo))
+
+                def by_path(repo: str, path: str, *, lines: tuple[int, int] | None = None,
+                            limit: int = 50) -> list[Memory]:
+                    cur.execute(BY_PATH_SQL, _by_path_params(repo, path, lines, limit))
+                    return [memory_from_json(r) for r in cur.fetchall()]
+
+                found = duplicate_of(citing_code(by_path, memory))
+                if found is None:
+                    cur.execute("select agent_memory_add(%s, %s)",
+                                (_jsonb(payload), _jsonb(event_rows)))
+                return found
+
+        return self._run("adding a memory", body)
+
     def supersede(
         self, old_id: str, new: Memory, events: Sequence[TelemetryEvent] = ()
     ) -> None:
@@ -423,14 +450,8 @@ class PostgresStore(ClosingStore):
         category: str | None = None,
         tag: str | None = None,
     ) -> list[Memory]:
-        bound = check_limit(limit)
-        span = check_lines(lines)
-        start, end = span if span is not None else (None, None)
-        rows = self._fetch(
-            "finding memories by path",
-            "select * from agent_memory_by_path(%s, %s, %s, %s, %s, %s, %s)",
-            (repo, path, start, end, bound, category, tag),
-        )
+        rows = self._fetch("finding memories by path", BY_PATH_SQL,
+                           _by_path_params(repo, path, lines, limit, category, tag))
         return [memory_from_json(r) for r in rows]
 
     def events(
@@ -667,6 +688,23 @@ IMPORT_LOCK = 0x766D656D  # "vmem"
 #: (plpgsql, read committed) then see what the import before it committed.
 IMPORT_SQL = ("select agent_memory_import(%s, %s, %s) as counts "
               "from pg_advisory_xact_lock(%s) as serialised")
+
+#: A guarded add (``add_unless_duplicate``) takes this transaction-level advisory lock
+#: on its repository (the two-key form: a key space apart from ``IMPORT_LOCK``'s), so
+#: that the duplicate check and the insert of two processes storing one memory do not
+#: interleave. Only guarded adds take it: reads and other writes never wait for it.
+ADD_LOCK = 0x766D6164  # "vmad"
+ADD_LOCK_SQL = "select pg_advisory_xact_lock(%s::integer, hashtext(%s))"
+BY_PATH_SQL = "select * from agent_memory_by_path(%s, %s, %s, %s, %s, %s, %s)"
+
+
+def _by_path_params(repo: str, path: str, lines: tuple[int, int] | None, limit: int,
+                    category: str | None = None, tag: str | None = None) -> tuple[Any, ...]:
+    """``BY_PATH_SQL``'s parameters, checked."""
+    bound = check_limit(limit)
+    span = check_lines(lines)
+    start, end = span if span is not None else (None, None)
+    return (repo, path, start, end, bound, category, tag)
 
 
 def _jsonb(value: Any) -> Any:

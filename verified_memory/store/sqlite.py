@@ -12,7 +12,11 @@ Why it is shaped like this:
   checked facts.
 - Numbered migrations run at construction, each in its own transaction, and are
   recorded in ``schema_migrations``; a second process opening the same fresh file
-  re-checks under the write lock, so nothing runs twice.
+  re-checks under the write lock, so nothing runs twice. Whether any is missing is read
+  first: opening a file that is up to date takes no write lock, and one that another
+  process finishes migrating meanwhile opens without it (``_migrate``).
+- ``MemoryService.store``'s duplicate check runs again inside the transaction that adds
+  the memory (``add_unless_duplicate``), so processes storing one memory store it once.
 - ``agent_memory`` has an integer ``seq`` as its rowid alias and ``id`` as a unique
   key: the full-text index (external content, kept in step by triggers) points at
   rowids, and only an explicit INTEGER PRIMARY KEY survives ``VACUUM`` unchanged.
@@ -33,6 +37,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -82,7 +87,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
-from verified_memory.store.base import ClosingStore
+from verified_memory.store.base import ClosingStore, DuplicateOf, citing_code
 from verified_memory.store.sqlite_views import DASHBOARD_MIGRATION
 from verified_memory.store.views import ViewQuery, as_text, normalize_row, sql_select
 
@@ -95,6 +100,9 @@ _STATUSES = ", ".join(f"'{s.value}'" for s in Status)
 
 #: Seconds a write waits for another process's write lock before giving up.
 BUSY_TIMEOUT = 5.0
+#: Seconds of each wait for the write lock while opening a file that lacks a
+#: migration, before reading again whether another process applied it (``_migrate``).
+OPEN_LOCK_SLICE = 0.05
 #: The page cache of a connection, in KiB (``PRAGMA cache_size``; see ``_open``).
 CACHE_KIB = 32 * 1024
 
@@ -384,6 +392,24 @@ class SQLiteStore(ClosingStore):
             self._insert_memory(conn, memory, rows)
             _admin.insert_event_rows(conn, event_rows)
 
+    def add_unless_duplicate(self, memory: Memory, events: Sequence[TelemetryEvent],
+                             duplicate_of: DuplicateOf) -> Memory | None:
+        validate_memory(memory)
+        rows = _memory_rows(memory)
+        event_rows = events_values(events)
+        with self._write("adding a memory") as conn:
+            # Under BEGIN IMMEDIATE no other process can add a memory between this
+            # check and the insert: of several storing one memory, one inserts it.
+            def by_path(repo: str, path: str, *, lines: tuple[int, int] | None = None,
+                        limit: int = 50) -> list[Memory]:
+                return self._by_path(conn, repo, path, lines=lines, limit=limit)
+
+            found = duplicate_of(citing_code(by_path, memory))
+            if found is None:
+                self._insert_memory(conn, memory, rows)
+                _admin.insert_event_rows(conn, event_rows)
+        return found
+
     def supersede(
         self, old_id: str, new: Memory, events: Sequence[TelemetryEvent] = ()
     ) -> None:
@@ -585,6 +611,14 @@ class SQLiteStore(ClosingStore):
         category: str | None = None,
         tag: str | None = None,
     ) -> list[Memory]:
+        with self._read("finding memories by path") as conn:
+            return self._by_path(conn, repo, path, lines=lines, limit=limit,
+                                 category=category, tag=tag)
+
+    def _by_path(self, conn: sqlite3.Connection, repo: str, path: str, *,
+                 lines: tuple[int, int] | None = None, limit: int = 50,
+                 category: str | None = None, tag: str | None = None) -> list[Memory]:
+        """``by_path`` on ``conn`` (in a transaction that holds it, or under the lock)."""
         bound = _sql_limit(limit)
         span = check_lines(lines)
         cites = "c.repo = ? AND c.path = ?"
@@ -604,12 +638,11 @@ class SQLiteStore(ClosingStore):
                   f"ON m.seq = c.memory_seq WHERE {where} "
                   f"GROUP BY c.memory_created_at, c.memory_id "
                   f"ORDER BY c.memory_created_at DESC, c.memory_id LIMIT ?")
-        with self._read("finding memories by path") as conn:
-            # The rows of the (at most ``limit``) memories found, by rowid, put back in order.
-            rows = conn.execute(f"SELECT {_M} FROM agent_memory m WHERE m.seq IN ({newest}) "
-                                "ORDER BY m.created_at DESC, m.id",
-                                (*where_params, bound)).fetchall()
-            return self._hydrate(conn, rows)
+        # The rows of the (at most ``limit``) memories found, by rowid, put back in order.
+        rows = conn.execute(f"SELECT {_M} FROM agent_memory m WHERE m.seq IN ({newest}) "
+                            "ORDER BY m.created_at DESC, m.id",
+                            (*where_params, bound)).fetchall()
+        return self._hydrate(conn, rows)
 
     def events(
         self,
@@ -804,7 +837,7 @@ class SQLiteStore(ClosingStore):
             # held as they are read, so a small store never uses it all.
             conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             conn.execute("PRAGMA foreign_keys = ON")
-            _migrate(conn, self.path)
+            _migrate(conn, self.path, self.timeout)
         except sqlite3.Error as exc:
             if conn is not None:
                 conn.close()
@@ -884,7 +917,7 @@ class SQLiteStore(ClosingStore):
     def _translate(self, exc: sqlite3.Error, action: str) -> StoreError:
         name = getattr(exc, "sqlite_errorname", "") or ""
         message = str(exc)
-        if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in message:
+        if _busy(exc):
             return StoreError(
                 f"the memory store {self.path} is locked by another process "
                 f"(gave up after {self.timeout:g} s while {action}); try again"
@@ -1076,39 +1109,76 @@ def _widen_status_check(conn: sqlite3.Connection, old: str, new: str) -> None:
         conn.execute("PRAGMA writable_schema = OFF")
 
 
-def _migrate(conn: sqlite3.Connection, path: str) -> None:
-    """Apply the migrations this file lacks, each in its own write transaction."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations "
-        "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-    )
-    applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+def _migrate(conn: sqlite3.Connection, path: str, timeout: float) -> None:
+    """Apply the migrations this file lacks, each in its own write transaction.
+
+    What is applied is read first, without a lock (in WAL mode a reader waits for no
+    writer), so a file that is up to date opens without the write lock. A migration
+    waits for the lock in slices of ``OPEN_LOCK_SLICE``, reading again between them:
+    when another process applies it meanwhile, this one opens at once instead of
+    queueing behind writers. (SQLite's busy handler serves waiters in no order and the
+    longest waiter polls least often: one of eight processes opening a fresh file while
+    the others wrote gave up after 5 s.) The slices together are bounded by ``timeout``,
+    the wait of any write; past it, opening fails as locked."""
+    deadline = time.monotonic() + timeout
     latest = MIGRATIONS[-1][0]
-    if applied and max(applied) > latest:
-        raise StoreError(
-            f"the memory store {path} has schema version {max(applied)}, newer than this "
-            f"verified-memory understands ({latest}); upgrade verified-memory"
+    conn.execute(f"PRAGMA busy_timeout = {int(min(OPEN_LOCK_SLICE, timeout) * 1000)}")
+    try:
+        while True:
+            try:
+                applied = _applied(conn)
+                if applied and max(applied) > latest:
+                    raise StoreError(
+                        f"the memory store {path} has schema version {max(applied)}, newer "
+                        f"than this verified-memory understands ({latest}); upgrade "
+                        "verified-memory")
+                missing = [m for m in MIGRATIONS if m[0] not in applied]
+                if not missing:
+                    return
+                _apply_migration(conn, *missing[0])
+            except sqlite3.OperationalError as exc:
+                # Rolled back whole: waiting again, or finding it done, is safe.
+                if not _busy(exc) or time.monotonic() >= deadline:
+                    raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+
+
+def _applied(conn: sqlite3.Connection) -> set[int]:
+    """The versions of the migrations the file has (none before the first)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                    "AND name = 'schema_migrations'").fetchone() is None:
+        return set()
+    return {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+
+
+def _apply_migration(conn: sqlite3.Connection, version: int, name: str,
+                     statements: tuple[Statement, ...]) -> None:
+    """One migration in one write transaction, unless another process applied it while
+    this one waited for the write lock."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations "
+            "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
         )
-    for version, name, statements in MIGRATIONS:
-        if version in applied:
-            continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # Another process may have migrated while we waited for the write lock.
-            done = conn.execute(
-                "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
-            ).fetchone()
-            if done is None:
-                for statement in statements:
-                    if callable(statement):
-                        statement(conn)
-                    else:
-                        conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                    (version, name, time_to_text(utcnow())),
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
+        if version not in _applied(conn):
+            for statement in statements:
+                if callable(statement):
+                    statement(conn)
+                else:
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (version, name, time_to_text(utcnow())),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is SQLite giving up on a lock another connection holds."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc)

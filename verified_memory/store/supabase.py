@@ -7,7 +7,10 @@ Why it is shaped like this:
   ranked search, path look-ups and counts are read-only SQL functions called through
   ``rpc()``. Mutations are ``rpc()`` calls to the same SQL functions ``PostgresStore``
   calls (``sql/002_functions.sql``), so atomicity and the supersede race are settled in
-  the database, not over HTTP.
+  the database, not over HTTP. Not so the duplicate check of ``MemoryService.store``:
+  it is a similarity of claims computed in Python, and each REST call is a transaction
+  of its own, so the check and the add are two calls (``base.add_unless_duplicate``),
+  and two processes storing one memory at the same moment may both store it.
 - The same JSON payloads and row parsing as ``PostgresStore`` (imported from it), so a
   memory reads back identically from either.
 - Supabase caps a response at ``max_rows`` (1000 by default) without saying so, so
