@@ -667,22 +667,22 @@ def test_a_guarded_add_waits_for_the_one_before_it_and_sees_its_memory(
         with ThreadPoolExecutor(max_workers=1) as pool:
             asked: list[list[str]] = []
 
-            def duplicate_of(found: Sequence[Memory]) -> Memory | None:
+            def decide(found: Sequence[Memory]) -> list[TelemetryEvent] | None:
                 asked.append([m.id for m in found])
-                return found[0] if found else None
+                return None if found else []
 
-            waiting = pool.submit(store.add_unless_duplicate, second, [], duplicate_of)
+            waiting = pool.submit(store.add_unless_duplicate, second, decide)
             time.sleep(0.5)
             assert not waiting.done()  # waiting on the first add's lock
             holder.commit()
-            assert waiting.result(timeout=30) == store.get("first")
+            assert waiting.result(timeout=30) is False
         assert asked == [["first"]]
         with pytest.raises(NotFound):
             store.get("second")
         # Another repository's guarded add never waits for this one's.
         holder.execute(ADD_LOCK_SQL, (ADD_LOCK, REPO))
         elsewhere = _memory("elsewhere", repo="acme/other")
-        assert store.add_unless_duplicate(elsewhere, [], lambda found: None) is None
+        assert store.add_unless_duplicate(elsewhere, lambda found: []) is True
         assert store.get("elsewhere").repo == "acme/other"
     finally:
         holder.close()

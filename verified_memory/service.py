@@ -241,39 +241,42 @@ class MemoryService:
         Quality (``quality.py``): a memory whose category needs approval is stored
         ``pending``; one that says what an active memory already says about the same
         code is not stored twice (that one is refreshed, and returned, ``duplicate``;
-        asked again where the store adds, so that several processes storing one memory
-        at once store it once: ``store.base.add_unless_duplicate``); one citing the
-        same code but saying something else is stored with its possible ``conflicts``
-        named (in the answer and the ``created`` event)."""
+        asked where the store adds, so that several processes storing one memory at
+        once store it once: ``store.base.add_unless_duplicate``); one citing the same
+        code but saying something else is stored with its possible ``conflicts`` named
+        (in the answer and the ``created`` event)."""
         new = memory if isinstance(memory, NewMemory) else NewMemory.parse(memory)
         built = self._build(new, ref=ref)
+        self.telemetry.flush()  # not from inside the store's write below
+        if built.status is not Status.ACTIVE:  # pending approval: no duplicate check
+            detail = ({"pending": f"category {built.category} needs approval"}
+                      if built.status is Status.PENDING else {})
+            self.memories.add(built, [self._created(built, **detail)])
+            return Stored(built, warnings=self._over_limit(built.repo))
+        repeated: list[Memory] = []
         conflicts: tuple[str, ...] = ()
-        if built.status is Status.ACTIVE:
-            novelty = classify(built, citing_code(self.memories.by_path, built), self.policy)
+
+        def decide(citing: Sequence[Memory]) -> list[TelemetryEvent] | None:
+            # Asked where the store adds (under its write lock), so that another
+            # process storing the same memory at once is seen.
+            nonlocal conflicts
+            novelty = classify(built, citing, self.policy)
             if novelty.duplicate_of is not None:
-                return Stored(self._refresh_duplicate(novelty.duplicate_of, built),
-                              duplicate=True)
+                repeated.append(novelty.duplicate_of)
+                return None
             conflicts = tuple(m.id for m in novelty.conflicts)
-        self.telemetry.flush()
-        detail: dict[str, Any] = {"citations": len(built.citations)}
-        if built.status is Status.PENDING:
-            detail["pending"] = f"category {built.category} needs approval"
-        if conflicts:
-            detail["conflicts"] = list(conflicts)
-        # Attributed to who stored it: --created-by, else the caller (audit.py).
-        created = replace(self._event(EventKind.CREATED, built, **detail),
-                          actor=built.created_by)
-        if built.status is not Status.ACTIVE:
-            self.memories.add(built, [created])
-        else:
-            # Asked again where the store adds (under its write lock): another process
-            # may have stored the same memory since the check above.
-            appeared = add_unless_duplicate(
-                self.memories, built, [created],
-                lambda found: classify(built, found, self.policy).duplicate_of)
-            if appeared is not None:
-                return Stored(self._refresh_duplicate(appeared, built), duplicate=True)
+            return [self._created(built, **({"conflicts": list(conflicts)} if conflicts
+                                            else {}))]
+
+        if not add_unless_duplicate(self.memories, built, decide):
+            return Stored(self._refresh_duplicate(repeated[0], built), duplicate=True)
         return Stored(built, conflicts=conflicts, warnings=self._over_limit(built.repo))
+
+    def _created(self, memory: Memory, **detail: Any) -> TelemetryEvent:
+        # Attributed to who stored it: --created-by, else the caller (audit.py).
+        return replace(self._event(EventKind.CREATED, memory,
+                                   citations=len(memory.citations), **detail),
+                       actor=memory.created_by)
 
     def _refresh_duplicate(self, existing: Memory, attempt: Memory) -> Memory:
         now = utcnow()

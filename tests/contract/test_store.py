@@ -186,8 +186,8 @@ def test_add_duplicate_id_is_conflict_and_writes_nothing(store: MemoryStore) -> 
 
 def test_add_unless_duplicate_asks_about_the_memories_citing_its_lines(
         store: MemoryStore) -> None:
-    """``add_unless_duplicate`` hands ``duplicate_of`` the active memories citing lines
-    the new memory cites, each once; told of none, it adds the memory and its events."""
+    """``add_unless_duplicate`` hands ``decide`` the active memories citing lines the
+    new memory cites, each once; given events, it adds the memory and them."""
     overlapping = mem("overlapping", citations=(cite("src/app.py", 11, 20),))
     both = mem("cites both", minutes=1,
                citations=(cite("src/app.py", 1, 10), cite("src/util.py", 5, 5)))
@@ -198,27 +198,30 @@ def test_add_unless_duplicate_asks_about_the_memories_citing_its_lines(
     new = mem("new", citations=(cite("src/app.py", 10, 12), cite("src/util.py", 1, 9)))
     asked: list[list[str]] = []
 
-    def duplicate_of(found: Sequence[Memory]) -> Memory | None:
+    def decide(found: Sequence[Memory]) -> list[TelemetryEvent]:
         asked.append(sorted(m.subject for m in found))
-        return None
+        return [event(EventKind.CREATED, new.id)]
 
-    assert add_unless_duplicate(store, new, [event(EventKind.CREATED, new.id)],
-                                duplicate_of) is None
+    assert add_unless_duplicate(store, new, decide) is True
     assert asked == [["cites both", "overlapping"]]
     assert store.get(new.id) == new
     assert [e.kind for e in store.events(memory_id=new.id)] == [EventKind.CREATED]
 
 
-def test_add_unless_duplicate_told_of_one_writes_nothing_and_returns_it(
+def test_add_unless_duplicate_told_it_repeats_one_writes_nothing(
         store: MemoryStore) -> None:
     first = mem("first")
     store.add(first)
     again = mem("again")
+    asked: list[list[str]] = []
 
-    found = add_unless_duplicate(store, again, [event(EventKind.CREATED, again.id)],
-                                 lambda found: found[0] if found else None)
+    def decide(found: Sequence[Memory]) -> list[TelemetryEvent] | None:
+        asked.append([m.id for m in found])
+        return None if found else [event(EventKind.CREATED, again.id)]
 
-    assert found == first
+    assert add_unless_duplicate(store, again, decide) is False
+
+    assert asked == [[first.id]]
     with pytest.raises(NotFound):
         store.get(again.id)
     assert store.events(memory_id=again.id) == []

@@ -55,7 +55,7 @@ from verified_memory.models import (
     Transition,
     new_event_key,
 )
-from verified_memory.store.base import ClosingStore, DuplicateOf
+from verified_memory.store.base import ClosingStore, Decide
 from verified_memory.store.sqlite import SQLiteStore
 from verified_memory.store.transfer import Export, load_export
 from verified_memory.store.views import ViewQuery
@@ -173,15 +173,22 @@ class GitStore(ClosingStore):
         self._write_memories([memory])
         self._append(keyed)
 
-    def add_unless_duplicate(self, memory: Memory, events: Sequence[TelemetryEvent],
-                             duplicate_of: DuplicateOf) -> Memory | None:
+    def add_unless_duplicate(self, memory: Memory, decide: Decide) -> bool:
         self._writing()
-        keyed = self._keyed(events)
-        found = self.index.add_unless_duplicate(memory, keyed, duplicate_of)
-        if found is None:
-            self._write_memories([memory])
-            self._append(keyed)
-        return found
+        keyed: list[TelemetryEvent] = []
+
+        def decide_keyed(found: Sequence[Memory]) -> list[TelemetryEvent] | None:
+            events = decide(found)
+            if events is None:
+                return None
+            keyed.extend(self._keyed(events))
+            return keyed
+
+        if not self.index.add_unless_duplicate(memory, decide_keyed):
+            return False
+        self._write_memories([memory])
+        self._append(keyed)
+        return True
 
     def supersede(self, old_id: str, new: Memory,
                   events: Sequence[TelemetryEvent] = ()) -> None:

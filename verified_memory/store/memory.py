@@ -50,7 +50,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
-from verified_memory.store.base import DuplicateOf, citing_code
+from verified_memory.store.base import Decide, citing_code
 from verified_memory.store.views import ViewQuery
 
 __all__ = ["InMemoryStore"]
@@ -86,19 +86,19 @@ class InMemoryStore:
             self._memories[stored.id] = stored
             self._append(events)
 
-    def add_unless_duplicate(self, memory: Memory, events: Sequence[TelemetryEvent],
-                             duplicate_of: DuplicateOf) -> Memory | None:
+    def add_unless_duplicate(self, memory: Memory, decide: Decide) -> bool:
         validate_memory(memory)
-        validate_events(events)
         stored = normalize_memory(memory)
         with self._open():  # checked and added under the one lock
-            found = duplicate_of(citing_code(self._by_path, stored))
-            if found is None:
-                if stored.id in self._memories:
-                    raise Conflict(f"memory {stored.id} already exists")
-                self._memories[stored.id] = stored
-                self._append(events)
-        return found
+            events = decide(citing_code(self._by_path, stored))
+            if events is None:
+                return False
+            validate_events(events)
+            if stored.id in self._memories:
+                raise Conflict(f"memory {stored.id} already exists")
+            self._memories[stored.id] = stored
+            self._append(events)
+        return True
 
     def supersede(
         self, old_id: str, new: Memory, events: Sequence[TelemetryEvent] = ()

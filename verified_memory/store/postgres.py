@@ -78,7 +78,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
-from verified_memory.store.base import ClosingStore, DuplicateOf, citing_code
+from verified_memory.store.base import ClosingStore, Decide, citing_code
 from verified_memory.store.views import ViewQuery, normalize_row, sql_select
 
 if TYPE_CHECKING:
@@ -332,12 +332,10 @@ class PostgresStore(ClosingStore):
             ),
         )
 
-    def add_unless_duplicate(self, memory: Memory, events: Sequence[TelemetryEvent],
-                             duplicate_of: DuplicateOf) -> Memory | None:
+    def add_unless_duplicate(self, memory: Memory, decide: Decide) -> bool:
         payload = memory_payload(memory)
-        event_rows = events_payload(events)
 
-        def body(cur: psycopg.Cursor[Any]) -> Memory | None:
+        def body(cur: psycopg.Cursor[Any]) -> bool:
             with cur.connection.transaction():
                 # Every guarded add to the repository waits here for the one before it
                 # to commit; read committed, the look-ups below then see its memory.
@@ -348,11 +346,12 @@ class PostgresStore(ClosingStore):
                     cur.execute(BY_PATH_SQL, _by_path_params(repo, path, lines, limit))
                     return [memory_from_json(r) for r in cur.fetchall()]
 
-                found = duplicate_of(citing_code(by_path, memory))
-                if found is None:
-                    cur.execute("select agent_memory_add(%s, %s)",
-                                (_jsonb(payload), _jsonb(event_rows)))
-                return found
+                events = decide(citing_code(by_path, memory))
+                if events is None:
+                    return False
+                cur.execute("select agent_memory_add(%s, %s)",
+                            (_jsonb(payload), _jsonb(events_payload(events))))
+                return True
 
         return self._run("adding a memory", body)
 

@@ -15,7 +15,7 @@ Why it is shaped like this:
   re-checks under the write lock, so nothing runs twice. Whether any is missing is read
   first: opening a file that is up to date takes no write lock, and one that another
   process finishes migrating meanwhile opens without it (``_migrate``).
-- ``MemoryService.store``'s duplicate check runs again inside the transaction that adds
+- ``MemoryService.store``'s duplicate check runs inside the transaction that adds
   the memory (``add_unless_duplicate``), so processes storing one memory store it once.
 - ``agent_memory`` has an integer ``seq`` as its rowid alias and ``id`` as a unique
   key: the full-text index (external content, kept in step by triggers) points at
@@ -87,7 +87,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
-from verified_memory.store.base import ClosingStore, DuplicateOf, citing_code
+from verified_memory.store.base import ClosingStore, Decide, citing_code
 from verified_memory.store.sqlite_views import DASHBOARD_MIGRATION
 from verified_memory.store.views import ViewQuery, as_text, normalize_row, sql_select
 
@@ -392,11 +392,9 @@ class SQLiteStore(ClosingStore):
             self._insert_memory(conn, memory, rows)
             _admin.insert_event_rows(conn, event_rows)
 
-    def add_unless_duplicate(self, memory: Memory, events: Sequence[TelemetryEvent],
-                             duplicate_of: DuplicateOf) -> Memory | None:
+    def add_unless_duplicate(self, memory: Memory, decide: Decide) -> bool:
         validate_memory(memory)
         rows = _memory_rows(memory)
-        event_rows = events_values(events)
         with self._write("adding a memory") as conn:
             # Under BEGIN IMMEDIATE no other process can add a memory between this
             # check and the insert: of several storing one memory, one inserts it.
@@ -404,11 +402,12 @@ class SQLiteStore(ClosingStore):
                         limit: int = 50) -> list[Memory]:
                 return self._by_path(conn, repo, path, lines=lines, limit=limit)
 
-            found = duplicate_of(citing_code(by_path, memory))
-            if found is None:
-                self._insert_memory(conn, memory, rows)
-                _admin.insert_event_rows(conn, event_rows)
-        return found
+            events = decide(citing_code(by_path, memory))
+            if events is None:
+                return False
+            self._insert_memory(conn, memory, rows)
+            _admin.insert_event_rows(conn, events_values(events))
+        return True
 
     def supersede(
         self, old_id: str, new: Memory, events: Sequence[TelemetryEvent] = ()
