@@ -49,25 +49,32 @@ create or replace function agent_memory_by_path(
   p_category text default null, p_tag text default null
 )
 returns setof agent_memory_full
-language sql
+language plpgsql
 stable
 security invoker
 set search_path from current
 set plan_cache_mode = force_custom_plan
 set max_parallel_workers_per_gather = 0
 as $$
-  select f.* from agent_memory_full f
-  where f.id in (
-    select c.memory_id from agent_memory_citation c
-    join agent_memory m on m.id = c.memory_id
-    where c.repo = p_repo and c.path = p_path
-      and (p_line_end is null or c.line_start <= p_line_end)
-      and (p_line_start is null or c.line_end >= p_line_start)
-      and m.repo = p_repo and m.status = 'active'
-      and (p_category is null or m.category = p_category)
-      and (p_tag is null or p_tag = any(m.tags))
-    group by c.memory_created_at, c.memory_id
-    order by c.memory_created_at desc, c.memory_id
-    limit p_limit)
-  order by f.created_at desc, f.id;
+begin
+  -- plpgsql, planned for each call with its arguments: the planner walks the file's
+  -- citations newest first and stops at the limit, or, for a category or a tag that
+  -- few memories have, starts from those memories instead (a SQL function would be
+  -- planned without the arguments' values and always walk).
+  return query
+    select f.* from agent_memory_full f
+    where f.id in (
+      select c.memory_id from agent_memory_citation c
+      join agent_memory m on m.id = c.memory_id
+      where c.repo = p_repo and c.path = p_path
+        and (p_line_end is null or c.line_start <= p_line_end)
+        and (p_line_start is null or c.line_end >= p_line_start)
+        and m.repo = p_repo and m.status = 'active'
+        and (p_category is null or m.category = p_category)
+        and (p_tag is null or p_tag = any(m.tags))
+      group by c.memory_created_at, c.memory_id
+      order by c.memory_created_at desc, c.memory_id
+      limit p_limit)
+    order by f.created_at desc, f.id;
+end;
 $$;
