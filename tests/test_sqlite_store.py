@@ -511,8 +511,8 @@ def test_reads_load_all_citations_with_one_extra_query(
 
     assert len(found) >= 20
     assert all(len(m.citations) == 1 for m in found)
-    # One query for the memories' rows, one for all their citations; search and by_path
-    # first count (up to a bound) what matches, to choose their plan.
+    # One query for the memories' rows, one for all their citations; search first
+    # counts (up to a bound) what matches, to choose its plan.
     rows = [s for s in statements if not s.startswith("SELECT count(*) FROM (SELECT 1 ")]
     assert len(rows) == 2, statements
     assert "ORDER BY memory_id, position" in rows[1]
