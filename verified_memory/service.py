@@ -543,6 +543,40 @@ class MemoryService:
                                      if any(c.sha and c.sha not in inside
                                             for c in m.citations)})
 
+    def newer_than(self, repo: str, memories: Iterable[Memory], ref: str) -> frozenset[str]:
+        """The ids of those of ``memories`` whose claim is about code ``ref`` does not
+        have: judged on the main line at a commit ``ref`` does not contain (the main line
+        moved on since ``ref``), or never judged there and stored on a commit ``ref`` does
+        not contain (a branch, the main line after ``ref``) or from uncommitted files.
+        That such a memory does not hold at ``ref`` says nothing against it. One question
+        to the source; when it cannot answer, only the uncommitted ones are."""
+        source = self.source_for(validate_repo(repo))
+
+        def commits_of(m: Memory) -> set[str]:
+            if m.verified_ref and m.verified_commit:
+                return {m.verified_commit}
+            return {c.sha for c in m.citations if c.sha}
+
+        listed = list(memories)
+        unpinned = {m.id for m in listed if not (m.verified_ref and m.verified_commit)
+                    and any(not c.sha for c in m.citations)}
+        commits = {sha for m in listed for sha in commits_of(m)}
+        try:
+            inside = source.contained(commits, source.resolve(ref)) if commits else frozenset()
+        except (NotFound, SourceUnavailable):
+            return frozenset(unpinned)
+        return frozenset(unpinned | {m.id for m in listed if commits_of(m) - inside})
+
+    def main_tip(self, repo: str) -> str | None:
+        """The commit at the tip of ``repo``'s main line (``truth_ref``, else its default
+        branch), or None when it cannot be told or read."""
+        source = self.source_for(validate_repo(repo))
+        try:
+            main = source.main_line(self.truth_ref)
+            return source.resolve(main.ref) if main is not None else None
+        except (NotFound, SourceUnavailable):
+            return None
+
     def stats(self, repo: str) -> RepoStats:
         repo = validate_repo(repo)
         self.telemetry.flush()
