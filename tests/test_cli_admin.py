@@ -210,6 +210,20 @@ def test_log_is_the_audit_trail_of_a_memory_and_of_the_repository(
     assert "invalidated" in table
 
 
+def test_log_names_the_possible_conflicts_a_memory_was_stored_with(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    first = store(capsys, "Retry count", "src/app.py:1-2")
+    out = ok(capsys, "store", "--subject", "Retry count", "--fact", "a() never retries.",
+             "--cite", "src/app.py:1-2", "--json")
+    second = json.loads(out)
+    assert second["conflicts"] == [first]
+    (created,) = [e for e in json.loads(ok(capsys, "log", "--json"))
+                  if e["memory_id"] == second["id"]]
+    assert created["what"] == f"created 1 citation(s), possible conflict with {first}"
+    table = ok(capsys, "log", second["id"][:8])  # folded into the column: read unfolded
+    assert "possibleconflictwith" in "".join(c for c in table if c.isalnum())
+
+
 def test_a_repository_log_cut_by_compaction_says_how_to_see_the_archive(
         repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         db: Path) -> None:

@@ -168,6 +168,38 @@ def test_a_business_rule_waits_for_someone_else_to_approve_it(
         assert "approved" in kinds(bob, rule.id)
 
 
+def test_a_business_rule_proposed_again_is_not_queued_twice(
+        repo: GitRepo, db: Path) -> None:
+    # An agent that learns the same rule in every session proposes it every time: the
+    # queue holds it once, and a rule already approved is a duplicate of that memory.
+    rule = memory("Revenue date", "Revenue is recognised at invoice date.",
+                  category="business_rule")
+    with service_for(repo, db) as alice:
+        first = alice.store({**rule, "created_by": "agent-1"})
+        again = alice.store({**rule, "created_by": "agent-2"})
+        assert not first.duplicate
+        assert again.duplicate
+        assert again.id == first.id
+        assert again.memory.status is Status.PENDING
+        assert [m.id for m in alice.pending(REPO)] == [first.id]
+        assert [k for k in kinds(alice, first.id) if k != "retrieved"] == ["created",
+                                                                        "refreshed"]
+        alice.approve(first.id)
+        approved_copy = alice.store({**rule, "created_by": "agent-3"})
+        assert approved_copy.duplicate
+        assert approved_copy.id == first.id
+        assert alice.pending(REPO) == []
+        # Another claim about the same code waits, with its possible conflict named.
+        other = alice.store(memory("Revenue date", "Revenue is never recognised before 2 payments.",
+                                   category="business_rule", created_by="agent-4"))
+        assert not other.duplicate
+        assert other.memory.status is Status.PENDING
+        assert other.conflicts == (first.id,)
+        (created,) = alice.audit(other.id, kinds=[EventKind.CREATED])
+        assert created.detail["conflicts"] == [first.id]
+        assert created.detail["pending"] == "category business_rule needs approval"
+
+
 def test_reject_and_self_approval_when_configured(repo: GitRepo, db: Path) -> None:
     with service_for(repo, db, self_approval=True) as alice:
         one = alice.store(memory("Discount", "Discounts apply before tax.",

@@ -298,6 +298,43 @@ def test_branch_memories_are_not_named_as_broken_at_the_base(
     assert report.to_dict()["branch"] == sorted((mine, theirs))
 
 
+def test_main_line_memories_newer_than_the_base_are_neither_stale_nor_branch(
+        repo: GitRepo, service: MemoryService, memories: dict[str, str]) -> None:
+    # The branch is cut, then main moves on: it adds reset() and memories are stored
+    # about it there, one judged at main's tip since. Neither holds at the merge base
+    # (reset() is not there yet), yet neither is stale (verifying main changes nothing)
+    # nor stored on a branch: they are newer than the base, and named so.
+    branch(repo, "feature", FETCH.replace("MAX_RETRIES = 3", "MAX_RETRIES = 4")
+           + "\n\ndef grow():\n    return 1\n")
+    repo.write("net/fetch.py", FETCH + "\n\ndef reset():\n    return 0\n")
+    repo.commit("main adds reset")
+    unjudged = remember(service, "Reset answers 0", ("net/fetch.py", 15, 16))
+    judged = remember(service, "Reset is a function", ("net/fetch.py", 14, 16))
+    (check,) = service.verify([judged]).verifications
+    assert check.judged
+    assert service.memories.get(judged).verified_ref == "main"
+    report = run(service, repo, "feature")
+    assert kinds(report, memories) == {"const": "breaks"}
+    assert report.stale == ()
+    assert report.branch == ()
+    assert report.newer == tuple(sorted((unjudged, judged)))
+    assert report.to_dict()["newer"] == sorted((unjudged, judged))
+    (newer,) = [n for n in report.notes if "after the base" in n]
+    assert set(re.findall(r"[0-9a-f-]{36}", newer)) == {unjudged, judged}
+    assert not any("did not hold even at the base" in n or "stored on a branch" in n
+                   for n in report.notes)
+
+
+def test_one_branch_memory_is_named_in_the_singular(
+        repo: GitRepo, service: MemoryService, memories: dict[str, str]) -> None:
+    branch(repo, "grow", OTHER + "\n\ndef twice():\n    return 84\n", path="net/other.py")
+    mine = remember(service, "Twice answers 84", ("net/other.py", 5, 6), ref="grow")
+    report = run(service, repo, "grow")
+    assert report.branch == (mine,)
+    assert any(n.startswith("1 memory citing changed files was stored on a branch ") and
+               "and does not hold at the base" in n for n in report.notes)
+
+
 # --------------------------------------------------------------------------- bases
 
 

@@ -212,6 +212,8 @@ def _what(kind: EventKind, detail: dict[str, Any]) -> str:
     }.get(kind, "")
     if kind is EventKind.CREATED and detail.get("supersedes"):
         said += f", supersedes {detail['supersedes']}"
+    if kind is EventKind.CREATED and isinstance(detail.get("conflicts"), list | tuple):
+        said += f", possible conflict with {', '.join(map(str, detail['conflicts']))}"
     if detail.get("by") and kind in (EventKind.REFRESHED, EventKind.APPROVED,
                                      EventKind.REJECTED):
         said = f"by {detail['by']}"

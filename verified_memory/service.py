@@ -49,6 +49,7 @@ from verified_memory.prompt import relevance, sanitize_line
 from verified_memory.quality import QualityPolicy, classify, normalize_category, rank_search
 from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo
 from verified_memory.store.base import (
+    CITING_LIMIT,
     MemoryStore,
     add_unless_duplicate,
     citing_code,
@@ -244,15 +245,21 @@ class MemoryService:
         asked where the store adds, so that several processes storing one memory at
         once store it once: ``store.base.add_unless_duplicate``); one citing the same
         code but saying something else is stored with its possible ``conflicts`` named
-        (in the answer and the ``created`` event)."""
+        (in the answer and the ``created`` event). A pending memory is checked the same
+        way, and also against the memories already waiting: a copy of one is that one
+        (refreshed, ``duplicate``), so the queue holds a rule once."""
         new = memory if isinstance(memory, NewMemory) else NewMemory.parse(memory)
         built = self._build(new, ref=ref)
         self.telemetry.flush()  # not from inside the store's write below
-        if built.status is not Status.ACTIVE:  # pending approval: no duplicate check
-            detail = ({"pending": f"category {built.category} needs approval"}
-                      if built.status is Status.PENDING else {})
-            self.memories.add(built, [self._created(built, **detail)])
-            return Stored(built, warnings=self._over_limit(built.repo))
+        detail: dict[str, Any] = {}
+        if built.status is Status.PENDING:
+            # Waiting for a person: a copy of a memory already waiting is that memory
+            # (the queue is not filled with one rule proposed in every session); one
+            # that repeats an active memory is a duplicate of it, as below.
+            waiting = self._pending_copy(built)
+            if waiting is not None:
+                return Stored(self._refresh_duplicate(waiting, built), duplicate=True)
+            detail["pending"] = f"category {built.category} needs approval"
         repeated: list[Memory] = []
         conflicts: tuple[str, ...] = ()
 
@@ -265,12 +272,29 @@ class MemoryService:
                 repeated.append(novelty.duplicate_of)
                 return None
             conflicts = tuple(m.id for m in novelty.conflicts)
-            return [self._created(built, **({"conflicts": list(conflicts)} if conflicts
-                                            else {}))]
+            return [self._created(built, **detail, **({"conflicts": list(conflicts)}
+                                                      if conflicts else {}))]
 
         if not add_unless_duplicate(self.memories, built, decide):
             return Stored(self._refresh_duplicate(repeated[0], built), duplicate=True)
         return Stored(built, conflicts=conflicts, warnings=self._over_limit(built.repo))
+
+    def _pending_copy(self, memory: Memory) -> Memory | None:
+        """The pending memory that says what ``memory`` says about the same code, if
+        one is waiting (``quality.classify``'s rule, over the pending memories citing
+        its files). Checked before the add, not under the store's lock: a person
+        approves either copy."""
+        waiting: dict[str, Memory] = {}
+        for path in dict.fromkeys(c.path for c in memory.citations):
+            for m in self.memories.find(memory.repo, MemoryFilter(status=Status.PENDING,
+                                                                  path=path),
+                                        limit=CITING_LIMIT):
+                waiting.setdefault(m.id, m)
+        # classify weighs active memories: the waiting ones are weighed as if they were.
+        novelty = classify(memory, [replace(m, status=Status.ACTIVE)
+                                    for m in waiting.values()], self.policy)
+        found = novelty.duplicate_of
+        return waiting[found.id] if found is not None else None
 
     def _created(self, memory: Memory, **detail: Any) -> TelemetryEvent:
         # Attributed to who stored it: --created-by, else the caller (audit.py).
@@ -542,6 +566,40 @@ class MemoryService:
         return frozenset(unpinned | {m.id for m in unjudged
                                      if any(c.sha and c.sha not in inside
                                             for c in m.citations)})
+
+    def newer_than(self, repo: str, memories: Iterable[Memory], ref: str) -> frozenset[str]:
+        """The ids of those of ``memories`` whose claim is about code ``ref`` does not
+        have: judged on the main line at a commit ``ref`` does not contain (the main line
+        moved on since ``ref``), or never judged there and stored on a commit ``ref`` does
+        not contain (a branch, the main line after ``ref``) or from uncommitted files.
+        That such a memory does not hold at ``ref`` says nothing against it. One question
+        to the source; when it cannot answer, only the uncommitted ones are."""
+        source = self.source_for(validate_repo(repo))
+
+        def commits_of(m: Memory) -> set[str]:
+            if m.verified_ref and m.verified_commit:
+                return {m.verified_commit}
+            return {c.sha for c in m.citations if c.sha}
+
+        listed = list(memories)
+        unpinned = {m.id for m in listed if not (m.verified_ref and m.verified_commit)
+                    and any(not c.sha for c in m.citations)}
+        commits = {sha for m in listed for sha in commits_of(m)}
+        try:
+            inside = source.contained(commits, source.resolve(ref)) if commits else frozenset()
+        except (NotFound, SourceUnavailable):
+            return frozenset(unpinned)
+        return frozenset(unpinned | {m.id for m in listed if commits_of(m) - inside})
+
+    def main_tip(self, repo: str) -> str | None:
+        """The commit at the tip of ``repo``'s main line (``truth_ref``, else its default
+        branch), or None when it cannot be told or read."""
+        source = self.source_for(validate_repo(repo))
+        try:
+            main = source.main_line(self.truth_ref)
+            return source.resolve(main.ref) if main is not None else None
+        except (NotFound, SourceUnavailable):
+            return None
 
     def stats(self, repo: str) -> RepoStats:
         repo = validate_repo(repo)

@@ -23,7 +23,8 @@ With ``apply=True`` (after a merge) the same pass refreshes, relocates or invali
 for real, and also brings every other memory citing a changed file up to date.
 
 The review reads and changes memories only through ``MemoryService``'s public methods
-(``memories_citing``, ``locate``, ``on_branch``, ``record_retrieval``, ``verify``). The
+(``memories_citing``, ``locate``, ``newer_than``, ``main_tip``, ``on_branch``,
+``record_retrieval``, ``verify``). The
 package: ``diff`` (the change), ``findings`` (this), ``markdown`` (for people), ``git`` (a
 local ``base...head``) and ``github`` (pull requests: files, reviews, comments).
 """
@@ -241,6 +242,7 @@ class ReviewReport:
     has_memories: bool = True
     stale: tuple[str, ...] = ()  # memories citing changed files that did not hold at the base
     branch: tuple[str, ...] = ()  # the same, stored on a branch: not main-line claims yet
+    newer: tuple[str, ...] = ()  # the same, stored or judged on the main line after the base
     updated: int = 0  # with apply: other memories citing changed files brought up to date
     notes: tuple[str, ...] = ()
     pull_request: int | None = None
@@ -264,6 +266,7 @@ class ReviewReport:
             "findings": [f.to_dict(self.applied) for f in self.findings],
             "stale": list(self.stale),
             "branch": list(self.branch),
+            "newer": list(self.newer),
             "updated": self.updated,
             "notes": list(self.notes),
             "requests": self.requests,
@@ -326,10 +329,18 @@ def review(
                 where.line_start, where.line_end):
             touched.setdefault(memory_id, {})[i] = where
     stale -= touched.keys()
-    # A memory stored on a branch (this one or another) whose code the base lacks is no
-    # claim about the base: named apart, never as broken there.
-    branch = service.on_branch(repo, [memories[mid] for mid in stale], diff.base_commit)
-    stale -= branch
+    # A memory whose claim is about commits the base lacks is no claim about the base:
+    # named apart, never as broken there. Stored on a branch (this one or another) and
+    # not merged: ``branch``; stored or judged on the main line after the base (main
+    # moved on since this branch was cut): ``newer``.
+    later = service.newer_than(repo, [memories[mid] for mid in stale], diff.base_commit)
+    stale -= later
+    tip = service.main_tip(repo) if later else None
+    if tip is None:
+        branch = frozenset(mid for mid in later if not memories[mid].verified_ref)
+    else:
+        branch = service.on_branch(repo, [memories[mid] for mid in later], tip)
+    newer = later - branch
     service.record_retrieval([memories[mid] for mid in touched], "review",
                              base=diff.base_commit, head=diff.head_commit,
                              pull_request=pull_request)
@@ -349,12 +360,21 @@ def review(
                      "files did not hold even at the base (run `vmem verify` on the base "
                      "branch): " + ", ".join(sorted(stale)))
     if branch:
-        notes.append(f"{len(branch)} memor{'y' if len(branch) == 1 else 'ies'} citing changed "
-                     "files were stored on a branch (commits the base does not contain) and "
-                     "do not hold at the base: not claims about the main line yet, judged "
-                     "once merged: " + ", ".join(sorted(branch)))
+        one = len(branch) == 1
+        notes.append(f"{len(branch)} memor{'y' if one else 'ies'} citing changed files "
+                     f"{'was' if one else 'were'} stored on a branch (commits the base does "
+                     f"not contain) and {'does' if one else 'do'} not hold at the base: not "
+                     "claims about the main line yet, judged once merged: "
+                     + ", ".join(sorted(branch)))
+    if newer:
+        one = len(newer) == 1
+        notes.append(f"{len(newer)} memor{'y' if one else 'ies'} citing changed files "
+                     f"{'was' if one else 'were'} stored or judged on the main line after the "
+                     f"base (it moved on since this branch was cut) and {'does' if one else 'do'}"
+                     " not hold at the base: not checked against this change (merge or rebase "
+                     "onto the main line to review against them): " + ", ".join(sorted(newer)))
     return replace(empty, findings=tuple(findings), stale=tuple(sorted(stale)),
-                   branch=tuple(sorted(branch)),
+                   branch=tuple(sorted(branch)), newer=tuple(sorted(newer)),
                    updated=sum(1 for v in verifications if v.change is not None
                                and v.memory.id not in touched), notes=tuple(notes))
 
