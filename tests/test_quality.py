@@ -108,6 +108,32 @@ def test_the_same_memory_stored_three_times_is_one_memory(service: MemoryService
     assert service.memories.events(memory_id=first.id)[1].detail["by"] == "duplicate"
 
 
+def test_a_duplicate_retired_before_its_refresh_is_no_duplicate(
+        service: MemoryService, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process invalidates the memory a store found it repeats, between the
+    check and the refresh: the store asks again and stores the memory (it used to fail:
+    "cannot refresh memory ...: it is invalid")."""
+    import verified_memory.service as module
+
+    first = service.store(memory())
+    checked = module.add_unless_duplicate
+
+    def rival_invalidates(*args: Any) -> bool:
+        added = checked(*args)
+        if not added and service.memories.get(first.id).status is Status.ACTIVE:
+            service.invalidate(first.id, "the rival process: the code changed")
+        return added
+
+    monkeypatch.setattr(module, "add_unless_duplicate", rival_invalidates)
+    again = service.store(memory())
+
+    assert not again.duplicate
+    assert again.id != first.id
+    assert service.memories.get(first.id).status is Status.INVALID
+    assert [m.id for m in service.memories.recent(REPO)] == [again.id]
+    assert kinds(service, again.id) == ["created"]
+
+
 def test_the_same_code_with_another_claim_is_stored_and_flagged(service: MemoryService) -> None:
     first = service.store(memory())
     other = service.store(memory(fact="fetch retries 5 times, then gives up."))

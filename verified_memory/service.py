@@ -76,6 +76,10 @@ __all__ = ["Context", "MemoryService", "Stored", "VerificationReport"]
 
 Progress = Callable[[int, int], None]
 
+#: How often a store asks again when the memory it repeats changes between the check
+#: and its refresh (each time another process invalidated or forgot it meanwhile).
+STORE_ATTEMPTS = 3
+
 
 #: A telemetry event from all its fields, in order (``models.slot_maker``).
 _make_event = slot_maker(TelemetryEvent, [f.name for f in fields(TelemetryEvent)])
@@ -257,8 +261,9 @@ class MemoryService:
             # (the queue is not filled with one rule proposed in every session); one
             # that repeats an active memory is a duplicate of it, as below.
             waiting = self._pending_copy(built)
-            if waiting is not None:
-                return Stored(self._refresh_duplicate(waiting, built), duplicate=True)
+            refreshed = None if waiting is None else self._refresh_if_still(waiting, built)
+            if refreshed is not None:
+                return Stored(refreshed, duplicate=True)
             detail["pending"] = f"category {built.category} needs approval"
         repeated: list[Memory] = []
         conflicts: tuple[str, ...] = ()
@@ -275,9 +280,17 @@ class MemoryService:
             return [self._created(built, **detail, **({"conflicts": list(conflicts)}
                                                       if conflicts else {}))]
 
-        if not add_unless_duplicate(self.memories, built, decide):
-            return Stored(self._refresh_duplicate(repeated[0], built), duplicate=True)
-        return Stored(built, conflicts=conflicts, warnings=self._over_limit(built.repo))
+        for _ in range(STORE_ATTEMPTS):
+            repeated.clear()
+            if add_unless_duplicate(self.memories, built, decide):
+                return Stored(built, conflicts=conflicts,
+                              warnings=self._over_limit(built.repo))
+            refreshed = self._refresh_if_still(repeated[0], built)
+            if refreshed is not None:
+                return Stored(refreshed, duplicate=True)
+            # The memory it repeats was invalidated or forgotten since: ask again.
+        raise Conflict(f"could not store the memory in {built.repo}: the memory it repeats "
+                       f"changed {STORE_ATTEMPTS} times while it was stored; try again")
 
     def _pending_copy(self, memory: Memory) -> Memory | None:
         """The pending memory that says what ``memory`` says about the same code, if
@@ -301,6 +314,15 @@ class MemoryService:
         return replace(self._event(EventKind.CREATED, memory,
                                    citations=len(memory.citations), **detail),
                        actor=memory.created_by)
+
+    def _refresh_if_still(self, existing: Memory, attempt: Memory) -> Memory | None:
+        """``existing`` refreshed for ``attempt`` (its duplicate), or None when it is no
+        longer as it was found: invalidated, approved, forgotten by another process
+        between the check and the refresh."""
+        try:
+            return self._refresh_duplicate(existing, attempt)
+        except (Conflict, NotFound):
+            return None
 
     def _refresh_duplicate(self, existing: Memory, attempt: Memory) -> Memory:
         now = utcnow()
