@@ -224,6 +224,26 @@ def test_no_repo_outside_a_working_copy(tmp_path: Path, capsys: pytest.CaptureFi
     assert "cannot read the code of a/b" in err
 
 
+def test_search_by_path_lists_newest_created_first_and_says_so(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    """The table of a file's memories shows the time they are ordered by (created), not
+    the refresh time, which after a refresh runs against that order; a QUERY beside
+    --path is refused, not silently dropped."""
+    older = store(capsys)
+    newer = store(capsys, cite="net/fetch.py:1-2")
+    assert vmem(capsys, "refresh", older)[0] == 0
+    found = vmem_json(capsys, "search", "--path", "net/fetch.py")
+    assert [m["id"] for m in found] == [newer, older]
+    code, out, _ = vmem(capsys, "search", "--path", "net/fetch.py")
+    assert code == 0
+    assert "created" in out
+    assert "refreshed" not in out
+    assert "refreshed" in vmem(capsys, "recent")[1]
+    code, _, err = vmem(capsys, "search", "retries", "--path", "net/fetch.py")
+    assert code == 2
+    assert "give a QUERY or --path, not both" in err
+
+
 def test_usage_errors_exit_2(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = vmem(capsys, "verify", "--no-such-flag")
     assert code == 2

@@ -105,6 +105,10 @@ def test_list_filters_narrow_before_the_limit(
     assert len(listed("--created-by", "bob", "--limit", "1")) == 1
     assert len(listed("--since", "1d")) == 3
     assert listed("--since", "2999-01-01") == []
+    for far in ("99999999d", "0001-01-01T00:00:00+05:00", "9999-12-31T23:59:00-05:00"):
+        for command in ("list", "log"):  # one line, not an OverflowError
+            code, _, err = vmem(capsys, command, "--since", far)
+            assert (code, err) == (1, f"vmem: error: --since {far!r} is out of range\n")
     code, _, err = vmem(capsys, "list", "--since", "last tuesday")
     assert code == 1
     assert "--since 'last tuesday': give a date" in err

@@ -433,6 +433,27 @@ def test_search_by_path_with_lines_and_hydration(server: Any) -> None:
     assert "greater than or equal to 300" in error(call(server, "memory_get_recent", budget=5))
 
 
+def test_search_by_path_answers_newest_created_first(server: Any) -> None:
+    """As the tool says, and as ``vmem search --path`` lists them: the text and the
+    data, whatever each memory's standing (the oldest here is applied, so ranks first
+    in a context)."""
+    oldest = store(server, subject="Timeout", fact="Requests time out after TIMEOUT seconds.",
+                   citations=[{"path": "src/config.py", "line_start": 2}])
+    api = store(server)
+    newest = store(server, subject="Headers", fact="client_headers sends the API version.",
+                   citations=[{"path": "src/config.py", "line_start": 5, "line_end": 6}])
+    for _ in range(3):
+        ok(call(server, "memory_log_applied", memory_id=oldest["id"]))
+    data = ok(call(server, "memory_search_by_path", path="src/config.py"))
+    order = [newest["id"], api["id"], oldest["id"]]
+    assert [m["id"] for m in data["verified"]] == order
+    recent = ok(call(server, "memory_get_recent"))["verified"]
+    assert recent[0]["id"] == oldest["id"]  # a context's own order (by standing) stays
+    shown = text(call(server, "memory_search_by_path", path="src/config.py"))
+    assert sorted(order, key=shown.index) == order
+    assert "newest created first" in shown
+
+
 def test_dry_run_reports_without_changing(server: Any, repo: GitRepo,
                                           check: MemoryService) -> None:
     record = store(server)

@@ -879,6 +879,47 @@ def test_citations_stored_before_migrations_8_and_9_are_found_by_path_after_them
         conn.close()
 
 
+@pytest.mark.parametrize("written_by", ["version 7", "version 8"])
+@pytest.mark.parametrize("at_version", [9, 10])
+def test_citations_an_older_process_writes_after_the_upgrade_are_found_newest_first(
+        db_path: Path, monkeypatch: pytest.MonkeyPatch, written_by: str,
+        at_version: int) -> None:
+    """A process of an older version that opened the file before another upgraded it
+    (an MCP server running through the upgrade) goes on writing citation rows its way:
+    without the memory's creation time (version 8), or its seq too (version 7). The
+    file fills them in, so its newest memory is still the first by path (it came last,
+    or was not found at all): as rows are written (migration 10's trigger), and rows
+    written while the file was at version 9 when migration 10 is applied."""
+    from verified_memory.store import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS",
+                        tuple(m for m in MIGRATIONS if m[0] <= at_version))
+    with SQLiteStore(db_path) as new:
+        older = replace(_memory(minutes=0), citations=(_cited("src/hot.py", 1, 3),))
+        new.add(older)
+    newest = replace(_memory(minutes=60), citations=(_cited("src/hot.py", 1, 3),
+                                                     _cited("src/cool.py", 5, 6)))
+    columns = list(CITATION_COLUMNS)
+    values = "?, " * (len(columns) - 1) + "?"
+    if written_by == "version 8":
+        columns.append("memory_seq")
+        values += ", (SELECT seq FROM agent_memory WHERE id = ?1)"
+    with _raw(db_path) as conn:  # the rows as the older process writes them
+        conn.execute("BEGIN")
+        conn.execute(f"INSERT INTO agent_memory ({', '.join(MEMORY_COLUMNS)}) VALUES "
+                     f"({', '.join('?' for _ in MEMORY_COLUMNS)})", memory_values(newest))
+        for i, c in enumerate(newest.citations):
+            conn.execute(f"INSERT INTO agent_memory_citation ({', '.join(columns)}) "
+                         f"VALUES ({values})", citation_values(newest.id, newest.repo, i, c))
+        conn.execute("COMMIT")
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS)
+    with SQLiteStore(db_path) as store:
+        assert [m.id for m in store.by_path(REPO, "src/hot.py", limit=1)] == [newest.id]
+        assert [m.id for m in store.by_path(REPO, "src/hot.py")] == [newest.id, older.id]
+        assert [m.id for m in store.by_path(REPO, "src/cool.py", lines=(6, 6))] \
+            == [newest.id]
+
+
 def test_a_connection_keeps_a_larger_page_cache(store: SQLiteStore) -> None:
     """The pass's event inserts land all over the telemetry's indexes by memory: the
     store's connection keeps up to ``CACHE_KIB`` of pages, not SQLite's 2 MiB."""

@@ -224,6 +224,28 @@ def test_an_invalid_memory_anywhere_writes_nothing(sqlite: SQLiteStore) -> None:
     assert target.recent("acme/api", status=None) == []
 
 
+@pytest.mark.parametrize("when", ["9999-12-31T23:59:00-05:00", "0001-01-01T00:00:00+05:00"])
+@pytest.mark.parametrize("field", ["created_at", "refreshed_at", "used_at"])
+def test_a_time_no_store_can_hold_is_refused_naming_the_line(
+        sqlite: SQLiteStore, tmp_path: Path, field: str, when: str) -> None:
+    """A time that is out of range once in UTC (a hand-edited file): a one-line error,
+    not an OverflowError from the store with the import half done."""
+    _fill(sqlite)
+    lines = _export(sqlite).splitlines()
+    first = next(i for i, line in enumerate(lines) if json.loads(line)["type"] == "memory")
+    broken = json.loads(lines[first])
+    broken[field] = when
+    lines[first] = json.dumps(broken)
+    target = SQLiteStore(tmp_path / "target.db")
+    try:
+        with pytest.raises(ValidationError, match=f"line {first + 1}: memory: {field} "
+                                                  "is out of range"):
+            import_jsonl(target, lines)
+        assert target.recent("acme/api", status=None) == []
+    finally:
+        target.close()
+
+
 # --------------------------------------------------------------------------- across stores
 
 

@@ -343,16 +343,20 @@ def _check(check: CitationCheck, code: str | None = None) -> dict[str, Any]:
 
 
 def _verified(service: MemoryService, repo: str, candidates: Sequence[Memory], *, ref: str,
-              hydration: str, budget: int, query: str | None, dry_run: bool) -> CallToolResult:
+              hydration: str, budget: int, query: str | None, dry_run: bool,
+              order: str | None = None) -> CallToolResult:
     """Verify ``candidates`` now and answer with the verified context: quoted text for
     the agent, and the same split (verified, not verified, cut by the budget) as data.
-    ``scope`` says whether the check was a verdict (at the main line's tip) or a view."""
+    ``scope`` says whether the check was a verdict (at the main line's tip) or a view.
+    ``order``: the order of ``candidates``, which the answer keeps (else it is ranked)."""
     context = service.context(repo, ref=ref, memories=candidates, hydration=hydration,
-                              budget=budget, query=query, dry_run=dry_run, list_left_out=True)
+                              budget=budget, query=query, dry_run=dry_run, list_left_out=True,
+                              order=order)
     rendered, scope = context.rendered, context.scope
     assert rendered is not None
     assert scope is not None
-    # In the order the text shows them (most relevant first), then those cut for room.
+    # In the order the text shows them (most relevant first, or as given), then those
+    # cut for room.
     shown = {memory_id: i for i, memory_id in enumerate([*rendered.hydration,
                                                          *rendered.omitted])}
     data = {
@@ -554,7 +558,7 @@ def _add_tools(server: MCPServer[_Run]) -> None:
         found = service.search_by_path(name, path, lines, limit=limit, category=category,
                                        tag=tag)
         return _verified(service, name, found, ref=ref, hydration=hydration, budget=budget,
-                         query=None, dry_run=dry_run)
+                         query=None, dry_run=dry_run, order="newest created first")
 
     @server.tool(title="Confirm a memory still holds",
                  annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,

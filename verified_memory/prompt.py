@@ -361,9 +361,10 @@ def _block(number: int, v: Verification, level: Hydration,
 
 
 def _header(repo: str, revision: str, query: str | None,
-            verifications: Sequence[Verification], view: str | None = None) -> str:
-    order = "most recently confirmed first"
-    if query and _words(query):
+            verifications: Sequence[Verification], view: str | None = None,
+            given: str | None = None) -> str:
+    order = given or "most recently confirmed first"
+    if given is None and query and _words(query):
         shown = query if len(query) <= 100 else query[:100] + "..."
         order = f"most relevant to {inline(shown)} first"
     count = len(verifications)
@@ -462,6 +463,7 @@ def render_context(
     list_left_out: bool = False,
     view: str | None = None,
     set_aside: Sequence[tuple[Memory, str]] = (),
+    order: str | None = None,
 ) -> Rendered:
     """The prompt block for one repository at one revision, within ``budget`` tokens.
 
@@ -471,7 +473,9 @@ def render_context(
     cited code for ``files`` (it is called with each citation's verified place).
     ``view`` says why the check was a view (not at the main line's tip), when it was.
     ``set_aside``: memories left out before any check, with why (poor feedback): only
-    counted in the note, like those that did not pass.
+    counted in the note, like those that did not pass. ``order`` names the order
+    ``verifications`` come in (``"newest created first"``, a file's memories): they are
+    shown in it, not by ``rank``, and the budget cuts the last.
     """
     level = Hydration.parse(hydration)
     limit = _check_budget(budget)
@@ -479,10 +483,12 @@ def render_context(
         if not isinstance(v, Verification):
             raise TypeError("render_context takes Verification results: only a passed "
                             f"verification may be presented as verified, got {type(v).__name__}")
-    passed = rank([v for v in verifications if v.passed], query)
+    passed = [v for v in verifications if v.passed]
+    if order is None:
+        passed = rank(passed, query)
     left_out = tuple(v for v in verifications if not v.passed)
 
-    header = _header(repo, revision, query, verifications, view)
+    header = _header(repo, revision, query, verifications, view, order)
     if not passed:
         header += "(no verified memories)\n\n"
     left_note = _left_out_note(left_out, list_left_out) + _set_aside_note(set_aside)

@@ -754,7 +754,8 @@ class MemoryService:
                 query: str | None = None, hydration: str = "full",
                 budget: int | None = None, memories: Sequence[Memory] | None = None,
                 dry_run: bool = False, list_left_out: bool = False, safe: bool = False,
-                category: str | None = None, tag: str | None = None) -> Context:
+                category: str | None = None, tag: str | None = None,
+                order: str | None = None) -> Context:
         """Verify the most recent memories (those matching ``query`` first, when given;
         or exactly ``memories``, e.g. a search's results), then format only those that
         passed: at ``hydration`` (``summary``, ``full`` or ``files``), within ``budget``
@@ -764,7 +765,8 @@ class MemoryService:
         by id and reason (for a caller that may act on them). ``safe``, ``category`` and
         ``tag`` narrow the candidates as ``search`` does; poor performers (feedback says
         they mostly did not help) and memories nobody used for the policy's days are
-        set aside, named in the note, never quoted.
+        set aside, named in the note, never quoted. ``order`` names the order ``memories``
+        come in (``"newest created first"``: ``search_by_path``'s): they are shown in it.
 
         The verification follows the ref rule (``verify``): at the main line's tip it
         refreshes and invalidates; anywhere else, or with ``dry_run``, it is a view that
@@ -793,15 +795,19 @@ class MemoryService:
             return self.read_citation(repo, location.path,
                                       (location.line_start, location.line_end), ref=revision)
 
-        rendered = render_context(repo, revision, report.verifications, hydration=level,
+        verifications = list(report.verifications)
+        if order is not None:
+            place = {m.id: i for i, m in enumerate(candidates)}
+            verifications.sort(key=lambda v: place.get(v.memory.id, len(place)))
+        rendered = render_context(repo, revision, verifications, hydration=level,
                                   budget=budget, query=query, list_left_out=list_left_out,
                                   read_code=read_code if level is Hydration.FILES else None,
                                   view=None if scope.judges else scope.cause,
-                                  set_aside=set_aside)
+                                  set_aside=set_aside, order=order)
         # The memories in the order they are shown (then those cut for room).
-        order = {mid: i for i, mid in enumerate([*rendered.hydration, *rendered.omitted])}
+        shown = {mid: i for i, mid in enumerate([*rendered.hydration, *rendered.omitted])}
         passed = sorted((v.memory for v in report.verifications if v.passed),
-                        key=lambda m: order.get(m.id, len(order)))
+                        key=lambda m: shown.get(m.id, len(shown)))
         return Context(
             repo=repo, revision=revision, memories=tuple(passed),
             markdown=rendered.text, left_out=rendered.left_out, scope=scope,

@@ -204,7 +204,8 @@ def show(env: Env, memory_id: str, as_json: bool) -> None:
 @click.argument("query", required=False, default="")
 @common
 @click.option("--path", metavar="PATH[:START-END]",
-              help="Memories citing this file (and these lines) instead of a text query.")
+              help="Memories citing this file (and these lines), newest created first, "
+                   "instead of a text query.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @filter_options
 @click.option("--safe", is_flag=True,
@@ -220,6 +221,8 @@ def search(env: Env, query: str, repo: str | None, as_json: bool, path: str | No
     name = env.repo(repo)
     if not query and not path:
         raise click.UsageError("give a QUERY or --path")
+    if query and path:
+        raise click.UsageError("give a QUERY or --path, not both")
     with running(env) as service:
         if path:
             lines = None
@@ -228,10 +231,11 @@ def search(env: Env, query: str, repo: str | None, as_json: bool, path: str | No
                 path, lines = cite.path, (cite.line_start, cite.line_end)
             found = service.search_by_path(name, path, lines, limit=limit, category=category,
                                            tag=tag)
+            env.out.memories(found, title=f"matches in {name}", when="created")
         else:
             found = service.search(name, query, limit=limit, safe=safe, category=category,
                                    tag=tag)
-        env.out.memories(found, title=f"matches in {name}")
+            env.out.memories(found, title=f"matches in {name}")
 
 
 @cli.command()

@@ -45,14 +45,17 @@ def parse_since(text: str | None) -> datetime | None:
     if text is None:
         return None
     relative = _RELATIVE.match(text.strip())
-    if relative:
-        return utcnow() - timedelta(**{_UNITS[relative.group(2)]: int(relative.group(1))})
     try:
+        if relative:
+            return utcnow() - timedelta(**{_UNITS[relative.group(2)]: int(relative.group(1))})
         when = datetime.fromisoformat(text.strip())
+        # Stores compare times in UTC: one that leaves the calendar there is refused.
+        return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError(f"--since {text!r} is out of range") from None
     except ValueError:
         raise ValidationError(f"--since {text!r}: give a date (2026-03-01), a time "
                               "(2026-03-01T09:30) or an age (7d, 12h, 30m)") from None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
 
 
 def _table(title: str) -> Table:

@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from verified_memory.audit import short_ids
 from verified_memory.models import CitationCheck, Decision, Memory, Outcome, RepoStats, place
@@ -71,7 +71,10 @@ class Output:
         """A line for people (on stderr when the output is JSON, to keep stdout clean)."""
         (self.err if self.as_json else self.out).print(_plain(text))
 
-    def memories(self, memories: Sequence[Memory], *, title: str) -> None:
+    def memories(self, memories: Sequence[Memory], *, title: str,
+                 when: Literal["refreshed", "created"] = "refreshed") -> None:
+        """A table of memories; ``when`` is the time shown, the one they are listed by
+        (a file's memories: newest created first)."""
         if self.as_json:
             self.json([m.to_dict() for m in memories])
             return
@@ -84,12 +87,13 @@ class Output:
         # Ids are copied: never folded; short (any unique start is taken back: audit.py).
         table.add_column("id", no_wrap=True)
         short = short_ids([m.id for m in memories])
-        for column in ("subject", "status", "citations", "refreshed"):
+        for column in ("subject", "status", "citations", when):
             table.add_column(column, overflow="fold")
         for m in memories:
+            at = m.created_at if when == "created" else m.refreshed_at
             table.add_row(_plain(short[m.id]), _plain(m.subject), m.status.value,
                           _plain("\n".join(str(c.location) for c in m.citations)),
-                          m.refreshed_at.strftime("%Y-%m-%d %H:%M"))
+                          at.strftime("%Y-%m-%d %H:%M"))
         self.out.print(table)
 
     def memory(self, m: Memory, *, standing: str | None = None,

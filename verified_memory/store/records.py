@@ -173,7 +173,13 @@ def _time(value: object, where: str) -> datetime:
         when = datetime.fromisoformat(value)
     except ValueError:
         raise ValidationError(f"{where} must be an ISO 8601 time, got {value!r}") from None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
+    if when.tzinfo is None:
+        return when.replace(tzinfo=UTC)
+    try:  # every store keeps times in UTC: one that leaves the calendar there is refused
+        when.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError(f"{where} is out of range in UTC, got {value!r}") from None
+    return when
 
 
 def _line(value: object, where: str) -> int:

@@ -325,6 +325,39 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             """,
         ),
     ),
+    (
+        10,
+        "citation rows an older version writes get their memory's seq and creation time",
+        (
+            # A process of an older version that opened the file before it was migrated
+            # (an MCP server running through an upgrade) goes on writing citation rows
+            # without the columns migrations 8 and 9 added: without the creation time
+            # its memory, the newest, came last by path; without the seq it was not
+            # found by path at all. The file fills them in, whoever writes the row (as
+            # Postgres's trigger does); rows written so before this migration too.
+            # INSERT_CITATION writes both, so the trigger's condition is all it costs.
+            """
+            CREATE TRIGGER agent_memory_citation_memory_fields
+            AFTER INSERT ON agent_memory_citation
+            WHEN NEW.memory_seq IS NULL OR NEW.memory_created_at IS NULL
+            BEGIN
+                UPDATE agent_memory_citation SET
+                    memory_seq = (SELECT seq FROM agent_memory WHERE id = NEW.memory_id),
+                    memory_created_at = (SELECT created_at FROM agent_memory
+                                         WHERE id = NEW.memory_id)
+                WHERE memory_id = NEW.memory_id AND position = NEW.position;
+            END
+            """,
+            """
+            UPDATE agent_memory_citation SET
+                memory_seq = (SELECT m.seq FROM agent_memory m
+                              WHERE m.id = agent_memory_citation.memory_id),
+                memory_created_at = (SELECT m.created_at FROM agent_memory m
+                                     WHERE m.id = agent_memory_citation.memory_id)
+            WHERE memory_seq IS NULL OR memory_created_at IS NULL
+            """,
+        ),
+    ),
 )
 
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
