@@ -63,6 +63,8 @@ def parse_jsonl(lines: Iterable[str], *, max_line: int | None = None) -> Iterato
     """(id, object) per non-empty line, or (id or line number, error message); a line
     longer than ``max_line`` characters is an error (``limits.bounded_lines``)."""
     for number, line in enumerate(lines, 1):
+        if number == 1:  # a byte order mark (Windows editors, PowerShell) is no content
+            line = line.removeprefix("\ufeff")
         if max_line is not None and too_long(line, max_line):
             yield f"line {number}", f"line {number} is longer than {max_line:,} characters"
             continue

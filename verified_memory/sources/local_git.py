@@ -335,8 +335,19 @@ class LocalGitSource(ClosingSource):
             reply = self._catfile.query(f"{ref}^{{commit}}")
         if isinstance(reply, str):
             why = "is ambiguous" if reply == "ambiguous" else "does not exist"
-            raise NotFound(f"ref {ref!r} {why} in {self.path}")
+            raise NotFound(f"ref {ref!r} {why} in {self.path}{self._shallow_hint(ref)}")
         return reply.sha
+
+    def _shallow_hint(self, ref: str) -> str:
+        """Why a commit id may be unknown here: a shallow clone (CI checks out one
+        commit) lacks the history before its cut; asked only when a ref fails."""
+        if not re.fullmatch(r"[0-9a-fA-F]{7,64}", ref):
+            return ""
+        proc = run_git(self.path, "rev-parse", "--is-shallow-repository")
+        if proc.returncode != 0 or proc.stdout.strip() != b"true":
+            return ""
+        return (": this is a shallow clone, which lacks older commits (git fetch "
+                "--unshallow, or fetch-depth: 0 in actions/checkout)")
 
     def read_blob(self, blob_sha: str) -> bytes:
         """The bytes of a blob, read through the shared pipe at most once (then cached)."""
