@@ -193,7 +193,8 @@ def test_git_never_follows_a_link_to_outside_code(repo: GitRepo, service: Memory
     assert found is Outcome.MISSING  # never "valid" on the strength of a file outside
     assert detail == f"a.py is a symbolic link at {repo.head[:12]}, not a file"
     for path in ("out/secret.txt", "out/a.py", "a.py"):
-        with pytest.raises(ValidationError, match="does not exist"):
+        # refused, and named: the user sees the link on disk
+        with pytest.raises(ValidationError, match="symbolic link"):
             remember(service, path, (1, 1))
         with pytest.raises(Exception, match="does not exist"):
             service.read_citation(REPO, path, (1, 1))

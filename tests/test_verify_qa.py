@@ -100,3 +100,45 @@ def test_a_commit_a_shallow_clone_lacks_says_so(
     assert code == 0
     assert "shallow clone" in got[0]["error"], got
     assert "--unshallow" in got[0]["error"], got
+
+
+def test_a_shallow_clone_at_the_tip_says_it_cannot_place_a_memory_not_that_it_is_unmerged(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memory stored at a main-line commit, verified in CI's one-commit checkout: the
+    clone cannot tell whether main contains that commit, so it is not judged (no
+    verdict from a read it could not make), and it says why: not "stored on a branch
+    not merged yet", which sends the user looking for a branch that does not exist."""
+    from verified_memory.models import Scope, Status
+    from verified_memory.service import MemoryService
+    from verified_memory.sources.local_git import LocalGitSource
+    from verified_memory.store.sqlite import SQLiteStore
+
+    origin = GitRepo(tmp_path / "origin")
+    origin.write("a.py", CODE)
+    origin.commit("one")
+    db = tmp_path / "m.db"
+    with MemoryService(SQLiteStore(db), LocalGitSource(origin.path)) as svc:
+        memory = svc.store({"repo": "acme/app", "subject": "b returns two",
+                            "fact": "b returns 2.", "citations": [
+                                {"path": "a.py", "line_start": 5, "line_end": 6}]})
+    origin.write("a.py", "def a():\n    return 1\n")
+    origin.commit("two: b is gone")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{origin.path}",
+                    os.fspath(clone)], env=git_env(), check=True, capture_output=True)
+    with MemoryService(SQLiteStore(db), LocalGitSource(clone)) as svc:
+        report = svc.verify(repo="acme/app")
+        (seen,) = report.verifications
+        assert seen.scope is Scope.UNMERGED  # not judged: still no verdict
+        assert seen.reason is not None
+        assert "shallow clone" in seen.reason, seen.reason
+        assert "does not contain yet" not in seen.reason, seen.reason
+        assert svc.memories.get(memory.id).status is Status.ACTIVE
+    monkeypatch.chdir(clone)
+    monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{db}")
+    with pytest.raises(SystemExit):
+        main(["verify", "--repo", "acme/app"])
+    out, err = capsys.readouterr()
+    assert "shallow clone" in out + err
+    assert "not merged yet" not in out + err

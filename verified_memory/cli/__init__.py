@@ -308,8 +308,12 @@ def _verify_summary(report: VerificationReport) -> str:
     text += f"; {report.changed('invalidated')} invalidated"
     if report.changed("revived"):
         text += f", {report.changed('revived')} revived"
-    if report.unmerged:
-        text += f"; {report.unmerged} not judged (stored on a branch not merged yet)"
+    branch = report.unmerged - report.not_in_clone
+    if branch:
+        text += f"; {branch} not judged (stored on a branch not merged yet)"
+    if report.not_in_clone:
+        text += (f"; {report.not_in_clone} not judged (their commit is not in this clone: "
+                 "a shallow clone? git fetch --unshallow)")
     if report.behind:
         text += (f"; {report.behind} not judged (judged at a later commit of the main line "
                  "already)")

@@ -28,6 +28,7 @@ __all__ = [
     "CodeSource",
     "CountsRequests",
     "DescribesEntries",
+    "KnowsCommits",
     "ListsChanges",
     "MainLine",
     "PrefetchesRenames",
@@ -164,6 +165,16 @@ class DescribesEntries(Protocol):
     def entry_kind(self, revision: str, path: str) -> str | None:
         """'a symbolic link', 'a submodule' or 'a directory' when ``path`` is one at
         ``revision`` (as far as this source knows without another request), else None."""
+
+
+@runtime_checkable
+class KnowsCommits(Protocol):
+    """A source that can say which commits its copy of the repository lacks (a shallow
+    clone cut its history): a commit it lacks may be on the main line or not, which
+    ``contained`` alone cannot tell apart."""
+
+    def lacks(self, commits: Collection[str]) -> frozenset[str]:
+        """Those of ``commits`` (full shas) this repository does not have."""
 
 
 @runtime_checkable

@@ -478,6 +478,12 @@ class LocalGitSource(ClosingSource):
                 self._contained[(commit, tip)] = commit in inside
         return frozenset(c for c in commits if self._contained.get((c, tip)))
 
+    def lacks(self, commits: Collection[str]) -> frozenset[str]:
+        """Those of ``commits`` (full shas) this repository does not have (a shallow
+        clone's cut): one cat-file exchange."""
+        wanted = sorted({c for c in commits if isinstance(c, str) and FULL_SHA.fullmatch(c)})
+        return frozenset(wanted) - self._commits_present(wanted) if wanted else frozenset()
+
     # ------------------------------------------------------------------ helpers
 
     def _commits_present(self, commits: list[str]) -> set[str]:

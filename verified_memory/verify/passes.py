@@ -39,7 +39,7 @@ from verified_memory.models import (
     utcnow,
 )
 from verified_memory.quality import expired_at
-from verified_memory.sources.base import CodeSource, CountsRequests
+from verified_memory.sources.base import CodeSource, CountsRequests, KnowsCommits
 from verified_memory.store.base import MemoryStore
 from verified_memory.telemetry import TelemetryBuffer
 from verified_memory.verify.citing import refingerprinted
@@ -73,6 +73,9 @@ class VerificationReport:
     duration_ms: float
     requests: int = 0  # requests the source sent (GitHub); 0 for local sources
     scopes: Mapping[str, PassScope] = field(default_factory=dict)  # repo -> what it may change
+    #: Ids of the unmerged memories whose commit the working copy does not have (a
+    #: shallow clone): whether the main line contains it could not be told.
+    unplaced: frozenset[str] = frozenset()
 
     def count(self, decision: Decision, *, judged: bool | None = None) -> int:
         """Verifications that reached ``decision`` (only verdicts, or only views, when
@@ -88,6 +91,12 @@ class VerificationReport:
     def unmerged(self) -> int:
         """Memories a verdict pass did not judge: stored on a branch not merged yet."""
         return sum(1 for v in self.verifications if v.scope is Scope.UNMERGED)
+
+    @property
+    def not_in_clone(self) -> int:
+        """Of ``unmerged``, those whose commit the clone lacks (a shallow clone)."""
+        return sum(1 for v in self.verifications
+                   if v.scope is Scope.UNMERGED and v.memory.id in self.unplaced)
 
     @property
     def behind(self) -> int:
@@ -116,6 +125,7 @@ class VerificationReport:
             "invalidated": self.changed("invalidated"),
             "revived": self.changed("revived"),
             "unmerged": self.unmerged,
+            "not_in_clone": self.not_in_clone,
             "behind": self.behind,
             "memories": [v.to_dict() for v in self.verifications],
         }
@@ -160,6 +170,7 @@ class VerificationPass:
         done = 0
         now = self.now
         verifiers: dict[int, Verifier] = {}  # one per source: files are read once per run
+        lacked: set[str] = set()  # citation commits a clone does not have (shallow)
         for repo_name, group in by_repo.items():
             source = source_for(repo_name)
             before = _requests(source)
@@ -179,6 +190,8 @@ class VerificationPass:
                 checked.append((memory, checks, *decide(checks)))
             placing = _to_place(scope, [(m, d) for m, _, d, _ in checked])
             inside = _contained(source, scope, placing)
+            lacking = _lacking(source, scope, placing, inside)
+            lacked |= lacking
             asked = {m.id for m in placing}
             newer = _judged_later(source, scope, [m for m, _, _, _ in checked])
             spent = _requests(source) - before
@@ -186,17 +199,20 @@ class VerificationPass:
             decided += [self._decide(memory, checks, decision, reason, scope, now,
                                      contained=inside if memory.id in asked else None,
                                      revive=revive, requests=spent, files=verifier.files,
-                                     behind=memory.id in newer)
+                                     behind=memory.id in newer, lacking=lacking)
                         for memory, checks, decision, reason in checked]
         # Written after every repository was checked: one transaction per batch, not
         # one per repository (a pass over a team's store spans many).
         results = {v.memory.id: v for v in self._carry_out(decided)}
+        unplaced = frozenset(m.id for m in memories if any(
+            c.sha in lacked for c in m.citations))
         return VerificationReport(
             verifications=tuple(results[m.id] for m in memories if m.id in results),
             revisions={repo_name: scope.revision for repo_name, scope in scopes.items()},
             duration_ms=(time.perf_counter() - started) * 1000,
             requests=requests,
             scopes=scopes,
+            unplaced=unplaced,
         )
 
     def _unused(self, memory: Memory) -> bool:
@@ -225,7 +241,8 @@ class VerificationPass:
     def _decide(self, memory: Memory, checks: list[CitationCheck], decision: Decision,
                 reason: str | None, scope: PassScope, now: datetime, *,
                 contained: frozenset[str] | None, revive: frozenset[Status], requests: int,
-                files: FileCache, behind: bool = False) -> Decided:
+                files: FileCache, behind: bool = False,
+                lacking: frozenset[str] = frozenset()) -> Decided:
         """The verdict on one memory (or the view of it), the change it calls for (None:
         nothing changes), and the event that records the outcome (``Decided``).
 
@@ -246,8 +263,13 @@ class VerificationPass:
             elif memory.status is Status.ACTIVE and decision is Decision.INVALIDATE \
                     and not merged:
                 kind = Scope.UNMERGED
-                reason = (f"{reason}; not judged: it was stored on a commit that "
-                          f"{scope.verdict_ref} does not contain yet (judged once merged)")
+                absent = sorted({c.sha[:12] for c in memory.citations if c.sha in lacking})
+                reason = (f"{reason}; not judged: " + (
+                    f"this clone lacks its commit {', '.join(absent)} (a shallow clone?), so "
+                    f"whether {scope.verdict_ref} contains it cannot be told (git fetch "
+                    "--unshallow)" if absent else
+                    f"it was stored on a commit that {scope.verdict_ref} does not contain "
+                    "yet (judged once merged)"))
             elif decision is not Decision.UNVERIFIED and (
                     memory.status is Status.ACTIVE
                     or (memory.status in revive and decision is Decision.REFRESH)):
@@ -493,6 +515,22 @@ def _judged_later(source: CodeSource, scope: PassScope,
         except (NotFound, SourceUnavailable):
             continue
     return frozenset(later)
+
+
+def _lacking(source: CodeSource, scope: PassScope, placing: Sequence[Memory],
+             inside: frozenset[str]) -> frozenset[str]:
+    """The citation commits of these memories not contained and not even in the
+    repository (a shallow clone's cut): asked only where a verdict pass placed memories
+    and found commits outside, of a source that can tell (``KnowsCommits``)."""
+    if not isinstance(source, KnowsCommits):
+        return frozenset()
+    commits = {c.sha for m in placing for c in m.citations if c.sha} - inside
+    if not commits:
+        return frozenset()
+    try:
+        return source.lacks(commits)
+    except (NotFound, SourceUnavailable):
+        return frozenset()
 
 
 def _contained(source: CodeSource, scope: PassScope,
