@@ -677,6 +677,26 @@ def test_moved_branch_is_seen_despite_the_cached_etag(
     assert source.rate_limited_requests == 2
 
 
+def test_a_ref_is_asked_once_per_pass(
+    rsps: responses.RequestsMock, fake: FakeGitHub, make_source: Callable[..., GitHubSource],
+) -> None:
+    # `vmem verify` says its scope, then runs the pass: both resolve the ref and the main
+    # line within one time limit, which is one pass: one request each, not two.
+    from verified_memory.budget import time_budget
+
+    fake.install(rsps)
+    source = make_source()
+    with time_budget(60):
+        commit = source.resolve("main")
+        assert source.resolve("main") == commit
+        assert source.requests == 1
+    moved = fake.commit({**FILES, "added.py": "y = 1\n"})
+    with time_budget(60):  # the next pass asks again, and sees the move
+        assert source.resolve("main") == moved
+        assert source.resolve("main") == moved
+    assert source.requests == 2
+
+
 def test_damaged_etag_cache_is_a_miss_not_a_wrong_answer(
     rsps: responses.RequestsMock, fake: FakeGitHub, make_source: Callable[..., GitHubSource],
     tmp_path: Path,

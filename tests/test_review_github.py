@@ -729,3 +729,50 @@ def test_post_needs_a_token(repo: GitRepo, capsys: pytest.CaptureFixture[str],
     code, _, err = vmem(capsys, "review", "--pr", "7", "--post")
     assert code == 1
     assert "--post needs GITHUB_TOKEN" in err
+
+
+def test_a_review_github_refuses_whole_is_one_clear_line_after_the_report(
+        repo: GitRepo, memories: dict[str, str], rsps: responses.RequestsMock,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # 422 to the review itself, not only to its comments' lines: what GitHub answers when
+    # the head was force-pushed after the pull request was read (the commit is no longer
+    # part of it), or the pull request was locked meanwhile.
+    fake = FakePulls().install(rsps)
+    fake.refuse_writes = 422
+    base = repo.head
+    head = push(repo, FETCH.replace("return None", "return 0"))
+    fake.open(7, base=base, head=head, files=pull_files(repo, base, head))
+    code, out, err = vmem(capsys, "review", "--pr", "7", "--post")
+    assert code == 1
+    assert "Breaks a convention" in out
+    assert err.startswith("vmem: error: GitHub refused posting the review of #7 (422 ")
+    assert "Traceback" not in err
+    assert err.count("\n") == 1
+    assert [m for m, _ in fake.writes()] == ["POST", "POST"]  # with comments, then without
+    assert TOKEN not in out + err
+
+
+def test_posting_under_a_primary_rate_limit_far_from_its_reset_gives_up_at_once(
+        repo: GitRepo, memories: dict[str, str], rsps: responses.RequestsMock,
+        capsys: pytest.CaptureFixture[str], sleeps: list[float]) -> None:
+    # The token's hourly limit is spent (403, X-RateLimit-Remaining: 0) and lifts in an
+    # hour: no minute-long waits before failing, and the line says when it lifts.
+    import time
+
+    reset = int(time.time()) + 3600
+    for _ in range(RetryPolicy().attempts):  # (each answer is used once, in turn)
+        rsps.add(responses.POST, re.compile(HOST + f"/repos/{REPO}/pulls/7/reviews"),
+                 status=403, headers=rate_headers(remaining=0, reset=reset), content_type=JSON,
+                 body=error_body("API rate limit exceeded for installation ID 1."))
+    fake = FakePulls().install(rsps)
+    base = repo.head
+    head = push(repo, FETCH.replace("return None", "return 0"))
+    fake.open(7, base=base, head=head, files=pull_files(repo, base, head))
+    sleeps.clear()
+    code, out, err = vmem(capsys, "review", "--pr", "7", "--post")
+    assert code == 1
+    assert "Breaks a convention" in out
+    assert err.startswith("vmem: error: GitHub rate limit exhausted while posting the review")
+    assert "lifts in 36" in err
+    assert err.count("\n") == 1
+    assert all(s < 30 for s in sleeps)  # no minute-long waits for a limit an hour away

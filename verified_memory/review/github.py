@@ -48,7 +48,12 @@ from verified_memory.review.diff import Diff, FileDiff, parse_patch
 from verified_memory.review.findings import Finding, ReviewReport
 from verified_memory.review.git import merge_base
 from verified_memory.review.markdown import render_finding, render_markdown
-from verified_memory.sources.github import CLIENT_ANSWERS, SECONDARY_LIMIT_WAIT, Retryable
+from verified_memory.sources.github import (
+    CLIENT_ANSWERS,
+    SECONDARY_LIMIT_WAIT,
+    Reply,
+    Retryable,
+)
 
 if TYPE_CHECKING:
     from verified_memory.sources.github import GitHubSource
@@ -294,11 +299,20 @@ class PullRequests:
                     for f in desired.values() if f.comment is not None]
 
         def create(body: str, inline: list[dict[str, Any]]) -> Any:
-            return self._write(
-                f"posting the review of #{pull.number}",
-                lambda: pull_obj.create_review(commit=commit, body=body, event="COMMENT",
-                                               comments=inline),
-                idempotent=False)
+            what = f"posting the review of #{pull.number}"
+            try:
+                return self._write(
+                    what, lambda: pull_obj.create_review(commit=commit, body=body,
+                                                         event="COMMENT", comments=inline),
+                    idempotent=False)
+            except _Refused as exc:
+                if inline:  # perhaps a comment's line: try again without comments
+                    raise
+                # The review itself: e.g. its head was force-pushed away since the pull
+                # request was read, or the conversation was locked.
+                raise SourceUnavailable(
+                    f"GitHub refused {what} ({exc}): nothing was posted; the pull request "
+                    "may have changed since it was read (a push), or be locked") from None
 
         unplaced = 0
         try:
@@ -371,15 +385,16 @@ class PullRequests:
         if status == 401:
             return SourceUnavailable(f"GitHub rejected the credentials ({said}) while {what}")
         if status in (403, 429):
-            retry_after = headers.get("retry-after")
-            limited = (retry_after is not None or headers.get("x-ratelimit-remaining") == "0"
-                       or status == 429 or "rate limit" in message.lower())
+            # The read path's rule (Retry-After, else the reset of a spent limit, else a
+            # minute for a secondary limit), and any refusal that says "rate limit".
+            limited = self.http.rate_limit_wait(Reply(status, headers, ""), message) or (
+                ("rate limit", SECONDARY_LIMIT_WAIT) if "rate limit" in message.lower()
+                else None)
             if limited:
-                wait = float(retry_after) if retry_after and retry_after.isdigit() else (
-                    SECONDARY_LIMIT_WAIT)
+                kind, wait = limited
                 if wait <= self.http.max_rate_limit_wait:
-                    return Retryable(f"{status} rate limit", wait)
-                return SourceUnavailable(f"GitHub rate limit while {what}: it lifts in "
+                    return Retryable(f"{status} {kind}", wait)
+                return SourceUnavailable(f"GitHub {kind} while {what}: it lifts in "
                                          f"{wait:.0f} s ({said})")
             return SourceUnavailable(
                 f"GitHub refused {what} ({said}): the token needs the pull-requests: write "

@@ -367,26 +367,34 @@ class GitHubHttp:
             f"GitHub refused to let us read {what} ({status} {message})".rstrip()
         ))
 
+    def rate_limit_wait(self, reply: Reply, message: str) -> tuple[str, float] | None:
+        """For a 403/429 that is a rate limit: its kind and the seconds until it lifts;
+        None for any other refusal. GitHub's documented order: ``Retry-After`` first;
+        then, with no requests remaining, the reset time; then, for a secondary limit,
+        at least a minute."""
+        headers = reply.headers
+        retry_after = _number(headers.get("retry-after"))
+        remaining = headers.get("x-ratelimit-remaining")
+        if retry_after is not None:
+            return "secondary rate limit", max(retry_after, 0.0)
+        if remaining is not None and remaining.strip() == "0":
+            reset = _number(headers.get("x-ratelimit-reset"))
+            return "rate limit exhausted", (max(reset - self._clock(), 0.0) + 1.0
+                                            if reset is not None else SECONDARY_LIMIT_WAIT)
+        if reply.status == 429 or _is_secondary_limit(message):
+            return "secondary rate limit", SECONDARY_LIMIT_WAIT
+        return None
+
     def _rate_limit(self, reply: Reply, message: str, what: str) -> None:
         """Raise ``Retryable`` for a rate limit worth waiting for; return if none.
 
         GitHub's documented order: ``Retry-After`` first; then, with no requests
         remaining, the reset time; then, for a secondary limit, at least a minute.
         """
-        headers = reply.headers
-        retry_after = _number(headers.get("retry-after"))
-        remaining = headers.get("x-ratelimit-remaining")
-        if retry_after is not None:
-            kind, wait = "secondary rate limit", max(retry_after, 0.0)
-        elif remaining is not None and remaining.strip() == "0":
-            reset = _number(headers.get("x-ratelimit-reset"))
-            kind = "rate limit exhausted"
-            wait = max(reset - self._clock(), 0.0) + 1.0 if reset is not None else (
-                SECONDARY_LIMIT_WAIT)
-        elif reply.status == 429 or _is_secondary_limit(message):
-            kind, wait = "secondary rate limit", SECONDARY_LIMIT_WAIT
-        else:
+        limited = self.rate_limit_wait(reply, message)
+        if limited is None:
             return
+        kind, wait = limited
         bound = self.max_rate_limit_wait
         if wait > bound:
             raise SourceDown(

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlparse
 
+from verified_memory import budget as budgets
 from verified_memory.errors import MissingDependency, NotFound, SourceUnavailable, ValidationError
 from verified_memory.models import validate_repo
 from verified_memory.sources._github_http import (
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from github import Github
     from github.Auth import Auth
 
+    from verified_memory.budget import Budget
     from verified_memory.config import Settings
 
 # The HTTP layer's names that callers writing to the same API (the review bot) share.
@@ -375,6 +377,8 @@ class GitHubSource(ClosingSource):
         self._trees: dict[str, GitHubTree] = {}
         self._comparisons: dict[str, _Comparison | None] = {}
         self._main_line: MainLine | None = None
+        self._resolved_in: Budget | None = None  # the pass whose answers ``_resolved`` holds
+        self._resolved: dict[str, str] = {}
         self._closed = False
 
     @classmethod
@@ -447,6 +451,20 @@ class GitHubSource(ClosingSource):
         ref = _check_ref(ref, self.repo)
         if FULL_SHA.fullmatch(ref.lower()):
             return ref.lower()
+        budget = budgets.current()
+        with self._lock:
+            # Within one pass (one time budget) a ref is asked once: the scope line of
+            # `vmem verify` and the pass itself, the ref and the main line, agree.
+            if budget is None or budget is not self._resolved_in:
+                self._resolved_in, self._resolved = budget, {}
+            elif ref in self._resolved:
+                return self._resolved[ref]
+            sha = self._resolve(ref)
+            if budget is not None:
+                self._resolved[ref] = sha
+            return sha
+
+    def _resolve(self, ref: str) -> str:
         with self._lock:
             cached = self._meta.get("refs", ref)
             known_sha: str | None = None
