@@ -488,21 +488,31 @@ def test_a_refused_comment_line_falls_back_to_the_body(
     assert "```text\nClose returns None.\n```" in review["body"]
 
 
-def test_a_read_only_token_is_one_clear_line_after_the_report(
-        repo: GitRepo, memories: dict[str, str], rsps: responses.RequestsMock,
-        capsys: pytest.CaptureFixture[str]) -> None:
+def _post_refused(repo: GitRepo, rsps: responses.RequestsMock,
+                  capsys: pytest.CaptureFixture[str], status: int
+                  ) -> tuple[int, str, str, FakePulls]:
+    """``vmem review --pr 7 --post`` of a change that breaks a convention, GitHub
+    refusing every write with ``status``."""
     fake = FakePulls().install(rsps)
-    fake.refuse_writes = 403
+    fake.refuse_writes = status
     base = repo.head
     head = push(repo, FETCH.replace("return None", "return 0"))
     fake.open(7, base=base, head=head, files=pull_files(repo, base, head))
     code, out, err = vmem(capsys, "review", "--pr", "7", "--post")
     assert code == 1
-    assert "Breaks a convention" in out
-    assert err.startswith("vmem: error: GitHub refused posting the review of #7 (403 ")
-    assert "pull-requests: write" in err
+    assert "Breaks a convention" in out  # the report is printed before the error
+    assert err.startswith(f"vmem: error: GitHub refused posting the review of #7 ({status} ")
+    assert "Traceback" not in err
     assert err.count("\n") == 1
     assert TOKEN not in out + err
+    return code, out, err, fake
+
+
+def test_a_read_only_token_is_one_clear_line_after_the_report(
+        repo: GitRepo, memories: dict[str, str], rsps: responses.RequestsMock,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _, _, err, _ = _post_refused(repo, rsps, capsys, 403)
+    assert "pull-requests: write" in err
 
 
 def test_markers_written_by_someone_else_are_left_alone(
@@ -737,19 +747,8 @@ def test_a_review_github_refuses_whole_is_one_clear_line_after_the_report(
     # 422 to the review itself, not only to its comments' lines: what GitHub answers when
     # the head was force-pushed after the pull request was read (the commit is no longer
     # part of it), or the pull request was locked meanwhile.
-    fake = FakePulls().install(rsps)
-    fake.refuse_writes = 422
-    base = repo.head
-    head = push(repo, FETCH.replace("return None", "return 0"))
-    fake.open(7, base=base, head=head, files=pull_files(repo, base, head))
-    code, out, err = vmem(capsys, "review", "--pr", "7", "--post")
-    assert code == 1
-    assert "Breaks a convention" in out
-    assert err.startswith("vmem: error: GitHub refused posting the review of #7 (422 ")
-    assert "Traceback" not in err
-    assert err.count("\n") == 1
+    _, _, _, fake = _post_refused(repo, rsps, capsys, 422)
     assert [m for m, _ in fake.writes()] == ["POST", "POST"]  # with comments, then without
-    assert TOKEN not in out + err
 
 
 def test_posting_under_a_primary_rate_limit_far_from_its_reset_gives_up_at_once(
