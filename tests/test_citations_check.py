@@ -166,6 +166,69 @@ def test_end_to_end_in_a_subprocess_from_a_file(repo: GitRepo, tmp_path: Path) -
     assert_results([json.loads(line) for line in proc.stdout.splitlines()], expected())
 
 
+def _run_on_a_terminal(repo: GitRepo, tmp_path: Path, lines: list[str],
+                       stdout_on_terminal: bool) -> tuple[str, str]:
+    """The command with stderr (and stdout, when asked) on a pseudo-terminal, its input
+    written a line at a time with pauses (a run that takes a while); (stdout, stderr)."""
+    import pty
+    import select
+    import time
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "verified_memory", "citations", "check", "--repo",
+         os.fspath(repo.path), "--jobs", "1"],
+        stdin=subprocess.PIPE, stdout=follower if stdout_on_terminal else subprocess.PIPE,
+        stderr=follower, cwd=tmp_path, env={**os.environ, "COLUMNS": "100"})
+    os.close(follower)
+    assert proc.stdin is not None
+    for line in lines:
+        proc.stdin.write(line.encode() + b"\n")
+        proc.stdin.flush()
+        time.sleep(0.5)  # past PROGRESS_AFTER: the bar is drawn after the next answer
+    proc.stdin.close()
+    terminal = b""
+    while True:  # read the terminal until the command is done with it
+        ready, _, _ = select.select([leader], [], [], 30)
+        if not ready:
+            break
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the command exited: the terminal closed
+            break
+        if not chunk:
+            break
+        terminal += chunk
+    out = b""
+    if proc.stdout is not None:
+        out = proc.stdout.read()
+        proc.stdout.close()
+    assert proc.wait(timeout=30) == 0
+    os.close(leader)
+    return out.decode(), terminal.decode(errors="replace")
+
+
+def test_a_long_run_sent_to_a_file_counts_on_the_terminal(repo: GitRepo,
+                                                          tmp_path: Path) -> None:
+    """stdout to a pipe (a file), stderr on a terminal: a count of the citations checked
+    is drawn on stderr, and stdout holds the answers alone."""
+    lines = jsonl(citations(repo)).splitlines()[:3]
+    out, terminal = _run_on_a_terminal(repo, tmp_path, lines, stdout_on_terminal=False)
+
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [
+        json.loads(line)["id"] for line in lines]
+    assert "citations checked: 2" in terminal or "citations checked: 3" in terminal, terminal
+    assert "{" not in terminal  # no answer went to the terminal
+
+
+def test_answers_on_a_terminal_are_their_own_progress(repo: GitRepo, tmp_path: Path) -> None:
+    lines = jsonl(citations(repo)).splitlines()[:3]
+    _, terminal = _run_on_a_terminal(repo, tmp_path, lines, stdout_on_terminal=True)
+
+    assert terminal.count('{"id"') == 3
+    assert "citations checked" not in terminal
+
+
 def test_stdin_input(repo: GitRepo, capsys: pytest.CaptureFixture[str],
                      monkeypatch: pytest.MonkeyPatch) -> None:
     code, got, err = run_cli(capsys, monkeypatch, "--repo", os.fspath(repo.path),

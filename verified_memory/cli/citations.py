@@ -43,7 +43,9 @@ def check(repo_path: Path, ref: str, input_file: str, jobs: int | None,
           as_json: bool) -> None:
     """Check citations made at old commits against REF: one JSON line out per line in,
     {id, status, path, line_start, line_end, similarity} with the current place; a bad
-    input line gets {id, error} and does not stop the run."""
+    input line gets {id, error} and does not stop the run. On a terminal, stderr counts
+    the citations checked while a long run goes on."""
+    from verified_memory.cli.env import progress_bar
     from verified_memory.service import MemoryService
     from verified_memory.sources.local_git import LocalGitSource
     from verified_memory.store.memory import InMemoryStore
@@ -53,10 +55,15 @@ def check(repo_path: Path, ref: str, input_file: str, jobs: int | None,
     with LocalGitSource(repo_path) as source, click.open_file(input_file, encoding="utf-8") as fh:
         service = MemoryService(InMemoryStore(), source)
         lines = bounded_lines(fh, CHECK_LINE_MAX)  # an endless line is an error, not a hang
-        for result in service.check_citations(None, parse_jsonl(lines, max_line=CHECK_LINE_MAX),
-                                              ref=ref, jobs=jobs or usable_cpus(),
-                                              require_sha=True):
-            sys.stdout.write(json.dumps(result.to_dict()) + "\n")
+        # On a terminal the answers scroll by: they are the progress. Sent to a file or
+        # a pipe, a count on stderr says the run goes on.
+        with progress_bar("citations checked", enabled=not sys.stdout.isatty()) as shown:
+            results = service.check_citations(
+                None, parse_jsonl(lines, max_line=CHECK_LINE_MAX), ref=ref,
+                jobs=jobs or usable_cpus(), require_sha=True)
+            for done, result in enumerate(results, 1):
+                sys.stdout.write(json.dumps(result.to_dict()) + "\n")
+                shown(done, None)
 
 
 def parse_jsonl(lines: Iterable[str], *, max_line: int | None = None) -> Iterator[Item]:

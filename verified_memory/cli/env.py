@@ -21,6 +21,8 @@ from verified_memory.errors import SourceUnavailable, ValidationError
 
 if TYPE_CHECKING:  # the service, and what it brings (the verifier, the grammars), are
     # imported by the commands that use them, not by every start of vmem
+    from rich.console import Console
+
     from verified_memory.budget import Budget
     from verified_memory.config import Settings
     from verified_memory.models import Verification
@@ -186,19 +188,42 @@ def say(line: str) -> None:
 @contextmanager
 def progress(env: Env) -> Iterator[Callable[[int, int], None]]:
     """A progress bar on stderr, shown only when the pass takes more than a moment."""
+    with progress_bar("verifying", env.out.err) as update:
+        yield update
+
+
+#: Work shorter than this shows no progress bar at all.
+PROGRESS_AFTER = 0.3
+
+
+@contextmanager
+def progress_bar(what: str, console: Console | None = None, *, enabled: bool = True
+                 ) -> Iterator[Callable[[int, int | None], None]]:
+    """``update(done, total)`` draws a bar on ``console`` (stderr by default) once the work
+    has taken ``PROGRESS_AFTER`` seconds, and only on a terminal (a pipe or a file gets
+    nothing); ``total`` None: a count of what is done (an input read as it comes).
+    What the command writes to stdout meanwhile goes to stdout, never into the bar's
+    console (rich would send it there)."""
+    if not enabled or (console is None and not sys.stderr.isatty()):
+        yield lambda done, total: None  # nothing to draw: rich is not even imported
+        return
+    from rich.console import Console as RichConsole
     from rich.progress import Progress
 
+    err = console or RichConsole(stderr=True)
     started = time.monotonic()
-    bar = Progress(console=env.out.err, transient=True, disable=not env.out.err.is_terminal)
+    bar = Progress(console=err, transient=True, disable=not err.is_terminal,
+                   redirect_stdout=False, redirect_stderr=False)
     task: list[Any] = []
 
-    def update(done: int, total: int) -> None:
+    def update(done: int, total: int | None) -> None:
         if not task:
-            if time.monotonic() - started < 0.3:
+            if time.monotonic() - started < PROGRESS_AFTER:
                 return
             bar.start()
-            task.append(bar.add_task("verifying", total=total))
-        bar.update(task[0], completed=done)
+            task.append(bar.add_task(what, total=total))
+        bar.update(task[0], completed=done, total=total,
+                   description=what if total is not None else f"{what}: {done:,}")
 
     try:
         yield update
