@@ -1,6 +1,7 @@
 """QA findings on ``vmem verify`` and ``vmem citations check`` with real-shaped
 repositories: inputs and repositories users actually have (a JSONL file saved with a
-byte order mark, a cited symbolic link or submodule, a shallow clone)."""
+byte order mark, a cited symbolic link or submodule, a shallow clone, a repository with
+no commits)."""
 
 from __future__ import annotations
 
@@ -142,3 +143,18 @@ def test_a_shallow_clone_at_the_tip_says_it_cannot_place_a_memory_not_that_it_is
     out, err = capsys.readouterr()
     assert "shallow clone" in out + err
     assert "not merged yet" not in out + err
+
+
+def test_a_repository_with_no_commits_says_so(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``git init`` and nothing committed: not "ref 'HEAD' does not exist", which reads
+    like a typo, but what is missing."""
+    empty = tmp_path / "empty"
+    subprocess.run(["git", "init", "-q", os.fspath(empty)], check=True, env=git_env())
+
+    code, got, err = run_check(capsys, monkeypatch, "--repo", os.fspath(empty), stdin="")
+
+    assert (code, got) == (1, [])
+    assert "no commits yet" in err
+    assert err.count("\n") == 1

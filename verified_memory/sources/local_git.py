@@ -335,12 +335,15 @@ class LocalGitSource(ClosingSource):
             reply = self._catfile.query(f"{ref}^{{commit}}")
         if isinstance(reply, str):
             why = "is ambiguous" if reply == "ambiguous" else "does not exist"
-            raise NotFound(f"ref {ref!r} {why} in {self.path}{self._shallow_hint(ref)}")
+            raise NotFound(f"ref {ref!r} {why} in {self.path}{self._missing_hint(ref)}")
         return reply.sha
 
-    def _shallow_hint(self, ref: str) -> str:
-        """Why a commit id may be unknown here: a shallow clone (CI checks out one
-        commit) lacks the history before its cut; asked only when a ref fails."""
+    def _missing_hint(self, ref: str) -> str:
+        """Why a ref may be unknown here, asked only when one fails: a repository with
+        no commit yet (``git init``, nothing committed) has no branch at all; a shallow
+        clone (CI checks out one commit) lacks the history before its cut."""
+        if not run_git(self.path, "rev-list", "-n", "1", "--all").stdout.strip():
+            return ": the repository has no commits yet (commit the code to cite first)"
         if not re.fullmatch(r"[0-9a-fA-F]{7,64}", ref):
             return ""
         proc = run_git(self.path, "rev-parse", "--is-shallow-repository")
