@@ -162,7 +162,7 @@ def test_verify_lists_what_changed_and_all_on_request(
     assert lines[0] == "2 citations checked: 1 valid, 1 relocated"
     assert lines[1].split() == ["memory", "decision", "citation", "outcome", "now", "at",
                                 "detail"]
-    assert lines[2].split()[:5] == [moved[:8], "refresh", "net/fetch.py:4-8", "relocated",
+    assert lines[2].split()[:5] == [moved[:8], "view:refresh", "net/fetch.py:4-8", "relocated",
                                     "net/fetch.py:6-10"]
     assert held[:8] not in out
     assert "1 valid citations not listed (--all lists every citation)" in out
@@ -174,6 +174,9 @@ def test_verify_lists_what_changed_and_all_on_request(
     report = vmem_json(capsys, "verify", "--dry-run")  # JSON always has every citation
     assert sorted(c["outcome"] for m in report["memories"] for c in m["citations"]) == [
         "relocated", "valid"]
+    code, out, _ = vmem(capsys, "verify")  # at the main line's tip: a verdict, stored
+    assert code == 0
+    assert out.splitlines()[2].split()[:2] == [moved[:8], "refresh"]
 
 
 def test_worktree_flag(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:

@@ -38,7 +38,7 @@ from verified_memory.cli.quality import COMMANDS as QUALITY_COMMANDS
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
 from verified_memory.errors import VerifiedMemoryError
-from verified_memory.models import Decision, Scope, Status, Stored
+from verified_memory.models import Decision, Scope, Status, Stored, Verification
 
 if TYPE_CHECKING:
     from verified_memory.service import VerificationReport
@@ -283,9 +283,7 @@ def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref:
     if name is None:  # the repositories were known only once the memories were read
         for scope in report.scopes.values():
             say(f"vmem: {scope.why}")
-    # A verdict pass's memories it did not judge say so, not what a verdict would do.
-    rows = [(v.memory.id, v.scope.value if v.scope in _NOT_JUDGED else v.decision.value, c)
-            for v in report.verifications for c in v.checks]
+    rows = [(v.memory.id, _decision_cell(v), c) for v in report.verifications for c in v.checks]
     if rows:
         env.out.checks(rows, everything=list_all)
     env.out.out.print(_verify_summary(report), markup=False)
@@ -512,6 +510,17 @@ def mcp_command(env: Env, http: bool, port: int, repo: str | None, worktree: boo
 
 #: Scopes of a verdict pass in which a memory was not judged (``vmem verify``'s table).
 _NOT_JUDGED = frozenset({Scope.UNMERGED, Scope.BEHIND})
+#: Scopes in which nothing stored changes: the decision is only what is used there.
+_VIEWS = frozenset({Scope.VIEW, Scope.DRY_RUN})
+
+
+def _decision_cell(v: Verification) -> str:
+    """``vmem verify``'s decision column: a memory a verdict pass did not judge says why
+    (``unmerged``, ``behind``), not what a verdict would do; in a view or a dry run the
+    decision says it is one (nothing stored takes it)."""
+    if v.scope in _NOT_JUDGED:
+        return v.scope.value
+    return f"view:{v.decision.value}" if v.scope in _VIEWS else v.decision.value
 
 
 def _command_named(argv: list[str] | None) -> str | None:
