@@ -59,6 +59,21 @@ def store(capsys: pytest.CaptureFixture[str], subject: str, cite: str, *extra: s
                   f"{subject}: the fact.", "--cite", cite, *extra)["id"])
 
 
+def on_main(clone: GitRepo, message: str) -> None:
+    """Commit what is in the clone and push it: the main line's new tip."""
+    clone.commit(message)
+    clone.run("push", "-q", "origin", "main")
+
+
+def exported(clone: GitRepo, capsys: pytest.CaptureFixture[str], subject: str,
+             cite: str) -> tuple[str, Path]:
+    """A memory stored and exported: its id and its file in the folder."""
+    memory = store(capsys, subject, cite)
+    ok(capsys, "git", "export", "--repo", REPO)
+    (path,) = (clone.path / ".memory" / "uncategorized").glob(f"{memory}_*.md")
+    return memory, path
+
+
 def memories(url: str) -> list[dict[str, Any]]:
     opened = open_store(url, create=False)
     try:
@@ -156,8 +171,7 @@ def test_new_memories_are_verified_at_the_main_lines_tip(
     breaks = store(capsys, "Breaks", "app/net.py:5-6")
     ok(capsys, "git", "export", "--repo", REPO)
     clone.write("app/net.py", NET.replace("return x + 1\n", "return x * 100\n"))
-    clone.commit("change f1 and export memories")
-    clone.run("push", "-q", "origin", "main")
+    on_main(clone, "change f1 and export memories")
     second = f"sqlite:///{tmp_path / 'b.db'}"
     done = ok(capsys, "--db", second, "git", "import")
     assert done["scope"] == "verdict"
@@ -219,8 +233,7 @@ def test_hand_edits_supersede_and_deletions_invalidate(
     path.write_text(text.replace("line_start: 1\n    line_end: 2", "line_start: 13\n"
                                                                   "    line_end: 14"))
     next(folder.glob(f"{deleted}_*.md")).unlink()
-    clone.commit("review: reword a memory, drop another")
-    clone.run("push", "-q", "origin", "main")  # merged: the main line's tip
+    on_main(clone, "review: reword a memory, drop another")  # merged: the main line's tip
     done = ok(capsys, "git", "import")
     ((old, new),) = done["superseded"]
     assert old == edited
@@ -248,8 +261,7 @@ def test_on_a_branch_hand_edits_and_deletions_are_held_back_until_applied(
     edited = store(capsys, "Edited", "app/net.py:1-2")
     deleted = store(capsys, "Deleted", "app/net.py:5-6")
     ok(capsys, "git", "export", "--repo", REPO)
-    clone.commit("[memory] export")
-    clone.run("push", "-q", "origin", "main")
+    on_main(clone, "[memory] export")
     clone.run("checkout", "-q", "-b", "proposal")
     folder = clone.path / ".memory" / "uncategorized"
     (path,) = folder.glob(f"{edited}_*.md")
@@ -267,8 +279,7 @@ def test_on_a_branch_hand_edits_and_deletions_are_held_back_until_applied(
     clone.run("checkout", "-q", "main")
     clone.run("merge", "-q", "proposal")
     clone.write("app/later.py", "LATER = 1\n")
-    clone.commit("later work on main")
-    clone.run("push", "-q", "origin", "main")
+    on_main(clone, "later work on main")
     clone.run("checkout", "-q", "proposal")  # merged, no longer the tip
     assert ok(capsys, "git", "import")["held_back"]
     applied = ok(capsys, "git", "import", "--apply")  # as vmem review --apply after a merge
@@ -279,13 +290,10 @@ def test_on_a_branch_hand_edits_and_deletions_are_held_back_until_applied(
 
 def test_a_range_narrowed_by_hand_is_fingerprinted_again(
         clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
-    memory = store(capsys, "Narrowed", "app/net.py:1-4")
-    ok(capsys, "git", "export", "--repo", REPO)
-    (path,) = (clone.path / ".memory" / "uncategorized").glob(f"{memory}_*.md")
+    memory, path = exported(clone, capsys, "Narrowed", "app/net.py:1-4")
     # Only the range is edited: the file still holds the hashes of four lines.
     path.write_text(path.read_text().replace("line_end: 4\n", "line_end: 2\n"))
-    clone.commit("narrow a citation")
-    clone.run("push", "-q", "origin", "main")
+    on_main(clone, "narrow a citation")
     ((old, new),) = ok(capsys, "git", "import")["superseded"]
     assert old == memory
     (cited,) = ok(capsys, "show", new)["citations"]
@@ -299,13 +307,11 @@ def test_a_tombstone_in_the_folder_forgets_the_memory_here_too(
     theirs = f"sqlite:///{tmp_path / 'b.db'}"
     leaked = store(capsys, "Staging", "app/net.py:1-2")
     ok(capsys, "git", "export", "--repo", REPO)
-    clone.commit("[memory] export")
-    clone.run("push", "-q", "origin", "main")
+    on_main(clone, "[memory] export")
     assert ok(capsys, "--db", theirs, "git", "import")["new"] == [leaked]
     ok(capsys, "forget", leaked, "--reason", "a leaked password")
     ok(capsys, "git", "export", "--repo", REPO)
-    clone.commit("[memory] forget")
-    clone.run("push", "-q", "origin", "main")
+    on_main(clone, "[memory] forget")
     done = ok(capsys, "--db", theirs, "git", "import")
     assert done["erased"] == [leaked]
     code, _, err = vmem(capsys, "--db", theirs, "show", leaked)
@@ -323,8 +329,7 @@ def test_a_pending_memory_whose_file_was_deleted_stays_pending_and_is_named(
     rule = store(capsys, "Refunds", "app/net.py:1-2", "--category", "business_rule")
     ok(capsys, "git", "export", "--repo", REPO)
     next((clone.path / ".memory").rglob(f"{rule}_*.md")).unlink()
-    clone.commit("drop a proposed rule")
-    clone.run("push", "-q", "origin", "main")
+    on_main(clone, "drop a proposed rule")
     assert ok(capsys, "git", "import")["unreviewed"] == [rule]
     code, _, err = vmem(capsys, "git", "import")
     assert code == 0
@@ -335,9 +340,7 @@ def test_a_pending_memory_whose_file_was_deleted_stays_pending_and_is_named(
 
 def test_a_merge_conflict_left_in_a_memory_file_is_refused(
         clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
-    memory = store(capsys, "Conflicted", "app/net.py:1-2")
-    ok(capsys, "git", "export", "--repo", REPO)
-    (path,) = (clone.path / ".memory" / "uncategorized").glob(f"{memory}_*.md")
+    memory, path = exported(clone, capsys, "Conflicted", "app/net.py:1-2")
     text = path.read_text()
     path.write_text(text.replace("Conflicted: the fact.\n", "<<<<<<< HEAD\nours\n=======\n"
                                                             "theirs\n>>>>>>> branch\n"))
@@ -385,10 +388,8 @@ def test_bad_input_is_one_line_naming_file_and_field_and_nothing_is_written(
 
 def test_a_memory_edited_after_it_was_invalidated_is_refused(
         clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
-    memory = store(capsys, "Gone", "app/net.py:1-2")
-    ok(capsys, "git", "export", "--repo", REPO)
+    memory, path = exported(clone, capsys, "Gone", "app/net.py:1-2")
     ok(capsys, "invalidate", memory, "--reason", "wrong")
-    (path,) = (clone.path / ".memory" / "uncategorized").glob(f"{memory}_*.md")
     path.write_text(path.read_text().replace("Gone: the fact.", "Gone: new words."))
     code, _, err = vmem(capsys, "git", "import")
     assert code == 1

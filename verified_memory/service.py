@@ -574,20 +574,10 @@ class MemoryService:
     def on_branch(self, repo: str, memories: Iterable[Memory], ref: str) -> frozenset[str]:
         """The ids of those of ``memories`` that are claims about a branch, not (yet)
         about the main line, as seen from ``ref``: never judged on the main line, and
-        stored on a commit ``ref`` does not contain (or from uncommitted files). One
-        question to the source; when it cannot answer, none is (as before they were
-        placed). A review names them apart from the main line's memories."""
-        source = self.source_for(validate_repo(repo))
-        unjudged = [m for m in memories if not m.verified_ref]
-        unpinned = {m.id for m in unjudged if any(not c.sha for c in m.citations)}
-        commits = {c.sha for m in unjudged for c in m.citations if c.sha}
-        try:
-            inside = source.contained(commits, source.resolve(ref)) if commits else frozenset()
-        except (NotFound, SourceUnavailable):
-            return frozenset(unpinned)
-        return frozenset(unpinned | {m.id for m in unjudged
-                                     if any(c.sha and c.sha not in inside
-                                            for c in m.citations)})
+        stored on a commit ``ref`` does not contain (or from uncommitted files): what
+        ``newer_than`` says of the unjudged ones. A review names them apart from the
+        main line's memories."""
+        return self.newer_than(repo, [m for m in memories if not m.verified_ref], ref)
 
     def newer_than(self, repo: str, memories: Iterable[Memory], ref: str) -> frozenset[str]:
         """The ids of those of ``memories`` whose claim is about code ``ref`` does not

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from verified_memory.errors import Conflict, NotFound, StoreError, ValidationError
@@ -81,10 +82,14 @@ class InMemoryStore:
         validate_events(events)
         stored = normalize_memory(memory)
         with self._open():
-            if stored.id in self._memories:
-                raise Conflict(f"memory {stored.id} already exists")
-            self._memories[stored.id] = stored
-            self._append(events)
+            self._insert(stored, events)
+
+    def _insert(self, stored: Memory, events: Sequence[TelemetryEvent]) -> None:
+        """A new memory and its events; call with the lock held."""
+        if stored.id in self._memories:
+            raise Conflict(f"memory {stored.id} already exists")
+        self._memories[stored.id] = stored
+        self._append(events)
 
     def add_unless_duplicate(self, memory: Memory, decide: Decide) -> bool:
         validate_memory(memory)
@@ -94,10 +99,7 @@ class InMemoryStore:
             if events is None:
                 return False
             validate_events(events)
-            if stored.id in self._memories:
-                raise Conflict(f"memory {stored.id} already exists")
-            self._memories[stored.id] = stored
-            self._append(events)
+            self._insert(stored, events)
         return True
 
     def supersede(
@@ -239,7 +241,7 @@ class InMemoryStore:
                 for c in m.citations
             )
         ]
-        return _newest_created_first(chosen)[:bound]
+        return _newest_first(chosen, "created_at")[:bound]
 
     def events(
         self,
@@ -413,16 +415,11 @@ def _chosen(memories: dict[str, Memory], ids: Sequence[str] | None,
     return list(chosen.values())
 
 
-def _newest_first(memories: list[Memory]) -> list[Memory]:
-    """Most recently refreshed first; ties go to the smaller id (as in SQL)."""
+def _newest_first(memories: list[Memory], when: str = "refreshed_at") -> list[Memory]:
+    """Most recently refreshed first (``when="created_at"``: created, ``by_path``'s
+    order); ties go to the smaller id (as in SQL)."""
     by_id = sorted(memories, key=lambda m: m.id)
-    return sorted(by_id, key=lambda m: m.refreshed_at, reverse=True)  # stable: ids stay
-
-
-def _newest_created_first(memories: list[Memory]) -> list[Memory]:
-    """Most recently created first (``by_path``'s order); ties go to the smaller id."""
-    by_id = sorted(memories, key=lambda m: m.id)
-    return sorted(by_id, key=lambda m: m.created_at, reverse=True)
+    return sorted(by_id, key=attrgetter(when), reverse=True)  # stable: ids stay
 
 
 def _score(memory: Memory, terms: list[str]) -> float:
