@@ -861,6 +861,109 @@ def test_module_functions_share_the_default_index() -> None:
     assert index.parses == before + 1
 
 
+# ------------------------------------------------------- definitions around one place
+
+#: Places whose definition reaches outside the code cited there: a decorator or an
+#: attribute alone (the definition follows it), ``export`` and a lone ``const`` (a
+#: wrapper), two statements on one line, a module assigned a function, a BOM.
+AROUND_EDGES = [
+    ("edges.py", src('''
+        class Box:
+            @property
+            @functools.cache
+            def size(self):
+                return 1
+
+            x = 1; y = 2
+        @dataclass
+        class Point:
+            x: int
+        ''')),
+    ("edges.ts", src("""
+        class Form {
+          @Input()
+          @Required() name: string;
+
+          @HostListener("click")
+          onClick(): void {}
+        }
+        export const handler = async () => {
+          return 1;
+        };
+        a(); function b() { return 2; }
+        exports.c = function () {
+          return 3;
+        };
+        """)),
+    ("edges.rs", src("""
+        #[derive(Debug)]
+        #[serde(rename_all = "camelCase")]
+        pub struct Config {
+            #[serde(default)]
+            name: String,
+        }
+
+        #[test]
+        fn works() {}
+        """)),
+    ("bom.go", "\ufeffpackage main\n\nfunc Run() {\n\treturn\n}\n"),
+]
+
+
+@pytest.mark.parametrize(("path", "text"), [
+    *AROUND_EDGES, ("session.py", PYTHON), ("app.js", JAVASCRIPT), ("types.ts", TYPESCRIPT),
+    ("stack.go", GO), ("point.rs", RUST), ("Repo.java", JAVA)])
+def test_the_definitions_around_a_place_answer_as_the_whole_list(path: str, text: str) -> None:
+    """Every anchor and every definition by its first line comes out the same from
+    the definitions around the place as from the file's whole list, for every range
+    of up to 12 lines with code at both ends."""
+    lines = split_lines(text)
+    hashes = line_hashes(lines)
+    whole = DefinitionIndex().definitions(path, text, "k")
+    code = [i for i, line in enumerate(lines, 1) if line.strip() and line != "\ufeff"]
+    checked = 0
+    for first in code:
+        for last in (n for n in code if first <= n <= first + 12):
+            index = DefinitionIndex()  # nothing listed yet: only the place is looked at
+            around = index.definitions_around(path, text, first, last, "k", hashes)
+            assert innermost(around, first, last) == innermost(whole, first, last), \
+                (path, first, last)
+            checked += 1
+    assert checked > len(code)
+    for d in whole:
+        first_there = next(e for e in whole if e.start_line == d.start_line and e.name == d.name)
+        assert DefinitionIndex().starting_at(path, text, d.start_line, d.name, "k") == first_there
+    # the edge cases are really there: definitions that start before their node
+    if path == "edges.py":
+        assert innermost(whole, 2, 2) == one(whole, "Box.size")  # a decorator alone
+    if path == "edges.ts":
+        assert innermost(whole, 2, 2) == one(whole, "Form.name")  # a member's decorator
+    if path == "edges.rs":
+        assert innermost(whole, 1, 1) == one(whole, "Config")  # an attribute alone
+        assert innermost(whole, 4, 4) == one(whole, "Config::name")
+
+
+def test_an_anchor_lists_only_the_definitions_around_it_and_parses_once() -> None:
+    """``anchor_for`` on a file not listed yet looks only around the place (a fraction
+    of a large file's definitions), and listing the whole file afterwards reuses the
+    tree: one parse in all."""
+    text = _big_python_file()
+    index = DefinitionIndex()
+    line = text.splitlines().index("    async def handle(self, request):", 500) + 2
+    anchor = index.anchor_for("big.py", text, line, line, key="big")
+    assert anchor is not None
+    assert anchor.offset == 1
+    assert index.parses == 1
+    assert len(index) == 0
+    around = index.definitions_around("big.py", text, line, line, "big")
+    whole = index.definitions("big.py", text, key="big")
+    assert index.parses == 1
+    assert len(index) == 1
+    assert len(around) < len(whole) / 20
+    assert innermost(whole, line, line) is not None
+    assert anchor == index.anchor_for("big.py", text, line, line, key="big")
+
+
 def _big_python_file() -> str:
     block = src('''
         class Handler{n}:

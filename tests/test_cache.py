@@ -35,6 +35,16 @@ def test_bounded_by_weight_and_a_too_heavy_entry_is_not_kept() -> None:
     assert cache.get("missing") is None
 
 
+def test_pop_forgets_an_entry_and_its_weight() -> None:
+    cache: BoundedCache[str, bytes] = BoundedCache(max_weight=10, weigh=len)
+    cache.put("a", b"123456")
+    assert cache.pop("a") == b"123456"
+    assert cache.pop("a") is None
+    assert "a" not in cache
+    cache.put("b", b"1234567890")  # fits only because "a"'s weight went with it
+    assert cache.get("b") == b"1234567890"
+
+
 def test_a_cache_needs_a_bound() -> None:
     with pytest.raises(ValueError, match="max_items or max_weight"):
         BoundedCache()

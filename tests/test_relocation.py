@@ -1815,17 +1815,20 @@ def parse_recorder(monkeypatch: pytest.MonkeyPatch) -> tuple[DefinitionIndex, li
     """An index, and the paths it really parses (not those answered from its cache)."""
     parsed: list[str] = []
     index = DefinitionIndex()
-    real = index.definitions
 
-    def definitions(path: str, text: str, key: str | None = None,
-                    hashes: Sequence[int] | None = None, **given: Any) -> tuple[Definition, ...]:
-        before = index.parses
-        found = real(path, text, key, hashes, **given)
-        if index.parses > before:
-            parsed.append(path)
-        return found
+    def recording(real: Callable[..., tuple[Definition, ...]]
+                  ) -> Callable[..., tuple[Definition, ...]]:
+        def listed(path: str, *args: Any, **given: Any) -> tuple[Definition, ...]:
+            before = index.parses
+            found = real(path, *args, **given)
+            if index.parses > before:
+                parsed.append(path)
+            return found
+        return listed
 
-    monkeypatch.setattr(index, "definitions", definitions)
+    # the whole file's definitions, or those around one place in it
+    monkeypatch.setattr(index, "definitions", recording(index.definitions))
+    monkeypatch.setattr(index, "definitions_around", recording(index.definitions_around))
     return index, parsed
 
 

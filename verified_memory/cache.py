@@ -73,6 +73,16 @@ class BoundedCache(Generic[K, V]):
                 return self._data[key]
         return self.put(key, compute())
 
+    def pop(self, key: K) -> V | None:
+        """Forget ``key``; the value it had, or None."""
+        with self._lock:
+            if key not in self._data:
+                return None
+            value = self._data.pop(key)
+            if self._weigh is not None:
+                self._weight -= self._weigh(value)
+            return value
+
     def clear(self) -> None:
         with self._lock:
             self._data.clear()

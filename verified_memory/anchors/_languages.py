@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 __all__ = [
     "EXTENSIONS",
     "GRAMMARS",
+    "LEADING_SIBLINGS",
     "RULES",
+    "SPAN_PARENTS",
     "Rules",
     "declaration_patterns",
     "definition_kind",
@@ -258,6 +260,11 @@ _SINGLE_WRAPPERS = frozenset({"lexical_declaration", "variable_declaration", "ty
 _STATEMENT_OF = frozenset({"assignment_expression", "assignment", "internal_module"})
 #: Siblings that precede and belong to a definition: TS member decorators, Rust attributes.
 _LEADING = frozenset({"decorator", "attribute_item"})
+#: Parents a definition's span can take in (above): the definitions around some code
+#: inside one of these may start or end outside that code's own nodes.
+SPAN_PARENTS = _WRAPPERS | _SINGLE_WRAPPERS | {"expression_statement"}
+#: Nodes whose definition is the sibling after them.
+LEADING_SIBLINGS = _LEADING
 
 
 def outer_span(node: Node) -> tuple[int, int]:

@@ -37,6 +37,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 import xxhash
@@ -44,7 +45,9 @@ import xxhash
 from verified_memory.anchors._languages import (
     EXTENSIONS,
     GRAMMARS,
+    LEADING_SIBLINGS,
     RULES,
+    SPAN_PARENTS,
     declaration_patterns,
     definition_kind,
     definition_patterns,
@@ -58,7 +61,7 @@ from verified_memory.cache import BoundedCache
 from verified_memory.models import Anchor
 
 if TYPE_CHECKING:
-    from tree_sitter import Language, Node, Parser, Query
+    from tree_sitter import Language, Node, Parser, Query, Tree
 
 __all__ = [
     "DEFAULT_CACHE_SIZE",
@@ -233,21 +236,38 @@ def _parser(grammar: _Grammar) -> Parser:
     return parser
 
 
+def _parse(grammar: _Grammar, lines: Sequence[str]) -> Tree | None:
+    """The syntax tree of ``lines`` (None: no query to run, or too big to parse)."""
+    if grammar.query is None:
+        return None
+    joined = "\n".join(lines).removeprefix("\ufeff")  # a BOM would parse as an error
+    source = joined.encode("utf-8", errors="surrogatepass")
+    if len(source) > MAX_PARSE_BYTES:
+        log.info("not parsing a %d-byte file: over MAX_PARSE_BYTES", len(source))
+        return None
+    return _parser(grammar).parse(source)
+
+
 def _extract(grammar: _Grammar, lines: Sequence[str],
              hashes: Sequence[int] | None = None,
              hasher: TextHasher | None = None) -> tuple[Definition, ...]:
     """Parse ``lines`` and list their definitions in source order with qualified names
     (``hashes`` and ``hasher``: the caller's, of these lines, when it has them)."""
-    if grammar.query is None:
-        return ()
-    joined = "\n".join(lines).removeprefix("\ufeff")  # a BOM would parse as an error
-    source = joined.encode("utf-8", errors="surrogatepass")
-    if len(source) > MAX_PARSE_BYTES:
-        log.info("not parsing a %d-byte file: over MAX_PARSE_BYTES", len(source))
-        return ()
+    tree = _parse(grammar, lines)
+    return () if tree is None else _build(grammar, tree, lines, hashes, hasher)
+
+
+def _build(grammar: _Grammar, tree: Tree, lines: Sequence[str],
+           hashes: Sequence[int] | None = None, hasher: TextHasher | None = None,
+           within: Node | None = None) -> tuple[Definition, ...]:
+    """The definitions of a parsed file in source order with qualified names; with
+    ``within``, only those whose node overlaps that node (its enclosing definitions
+    among them, so their names are the same as in the whole list)."""
     ts = importlib.import_module("tree_sitter")
-    tree = _parser(grammar).parse(source)
-    captures = ts.QueryCursor(grammar.query).captures(tree.root_node)
+    cursor = ts.QueryCursor(grammar.query)
+    if within is not None:
+        cursor.set_byte_range(within.start_byte, within.end_byte)
+    captures = cursor.captures(tree.root_node)
     nodes: list[Node] = list(captures.get("def", []))
     defined = {n.id for n in nodes}
     # a declaration whose value is a function or class is that definition (its kind)
@@ -305,19 +325,56 @@ def _extract(grammar: _Grammar, lines: Sequence[str],
     return tuple(result)
 
 
+def _around(tree: Tree, lines: Sequence[str], first: int, last: int) -> Node:
+    """The smallest node whose definitions include every definition that holds lines
+    ``first..last`` (1-based, neither blank): the innermost node around their text,
+    unless a definition can reach outside it (:func:`outer_span`): a wrapper on the
+    way (decorators, ``export``, a lone ``const``) is taken whole, and so is the parent
+    of a leading decorator or attribute (the definition it belongs to follows it)."""
+    def point(row: int, text: str) -> tuple[int, int]:
+        column = len(text.encode("utf-8", errors="surrogatepass"))
+        if row == 0 and lines[0].startswith("\ufeff"):
+            column = max(0, column - 3)  # the BOM is not parsed (see _parse)
+        return row, column
+
+    head, tail = lines[first - 1], lines[last - 1]
+    start = point(first - 1, head[: len(head) - len(head.lstrip())])
+    end = point(last - 1, tail.rstrip())
+    node = tree.root_node.descendant_for_point_range(start, end) or tree.root_node
+    chain = [node]
+    while (parent := chain[-1].parent) is not None:
+        chain.append(parent)
+    chain.reverse()  # the root first
+    for outer, inner in pairwise(chain):
+        if outer.type in SPAN_PARENTS or inner.type in LEADING_SIBLINGS:
+            return outer
+    return node
+
+
 class DefinitionIndex:
     """Definitions per file, parsed at most once per blob (an LRU of ``maxsize`` files).
 
     The verifier should pass the git blob sha as ``key``: it names the content exactly
     and saves hashing the text. Without a key, an xxh3-128 digest of the text is used.
     ``parses`` counts real parses (cache misses), for tests and telemetry. Thread-safe.
+
+    Most questions are about one place in a file (the definition around a citation):
+    :meth:`anchor_for` and :meth:`starting_at` list only the definitions around it, from
+    a tree kept for the file (the last ``TREES`` files), so that listing the whole file
+    later still parses it once.
     """
+
+    #: Syntax trees kept for files whose definitions were listed only in part.
+    TREES = 32
 
     def __init__(self, maxsize: int = DEFAULT_CACHE_SIZE) -> None:
         self.maxsize = maxsize
         self.parses = 0
         self._cache: BoundedCache[tuple[str, str], tuple[Definition, ...]] = BoundedCache(
             maxsize)
+        self._trees: BoundedCache[tuple[str, str], Tree | None] = BoundedCache(self.TREES)
+        self._around: BoundedCache[tuple[str, str, int, int], tuple[Definition, ...]] = \
+            BoundedCache(maxsize)
         self._lock = threading.Lock()  # guards ``parses``
 
     def definitions(
@@ -334,26 +391,47 @@ class DefinitionIndex:
         line hashes), ``lines`` (``split_lines(text)``), ``hasher`` (gives its
         ``TextHasher``, asked only when the text is parsed).
         """
-        language = language_for(path)
-        if language is None:
+        found = self._file(path, text, key)
+        if found is None:
             return ()
-        grammar = _grammar(language)
-        if grammar is None:
+        grammar, cache_key = found
+
+        def build() -> tuple[Definition, ...]:
+            split = split_lines(text) if lines is None else lines
+            tree = self._tree(grammar, cache_key, split, path)
+            self._trees.pop(cache_key)  # listed whole from now on
+            return self._built(path, lambda: () if tree is None else _build(
+                grammar, tree, split, hashes, hasher() if hasher is not None else None))
+
+        return self._cache.get_or_compute(cache_key, build)
+
+    def definitions_around(
+        self, path: str, text: str, first: int, last: int, key: str | None = None,
+        hashes: Sequence[int] | None = None, *, lines: Sequence[str] | None = None,
+        hasher: Callable[[], TextHasher] | None = None,
+    ) -> tuple[Definition, ...]:
+        """Definitions of ``text`` in source order, among them every one that holds
+        lines ``first..last`` (1-based; neither may be blank): the whole list when it
+        is at hand, else those around that place (:func:`_around`), which costs a
+        fraction of listing a large file. Arguments as for :meth:`definitions`."""
+        found = self._file(path, text, key)
+        if found is None:
             return ()
-        cache_key = (language, key if key is not None else _digest(text))
+        grammar, cache_key = found
+        whole = self._cache.get(cache_key)
+        if whole is not None:
+            return whole
 
-        def parse() -> tuple[Definition, ...]:
-            try:
-                found = _extract(grammar, split_lines(text) if lines is None else lines,
-                                 hashes, hasher() if hasher is not None else None)
-            except Exception:  # a grammar bug must cost an anchor, not a verification
-                log.exception("tree-sitter failed on %s; using line hashes", path)
-                found = ()
-            with self._lock:
-                self.parses += 1
-            return found
+        def build() -> tuple[Definition, ...]:
+            split = split_lines(text) if lines is None else lines
+            tree = self._tree(grammar, cache_key, split, path)
+            if tree is None or not 1 <= first <= last <= len(split):
+                return ()
+            return self._built(path, lambda: _build(
+                grammar, tree, split, hashes, hasher() if hasher is not None else None,
+                within=_around(tree, split, first, last)))
 
-        return self._cache.get_or_compute(cache_key, parse)
+        return self._around.get_or_compute((*cache_key, first, last), build)
 
     def anchor_for(
         self, path: str, text: str, line_start: int, line_end: int, key: str | None = None,
@@ -372,21 +450,78 @@ class DefinitionIndex:
         if language is None:
             return None
         if hashes is None:
-            hashes = line_hashes(split_lines(text))
+            hashes = line_hashes(split_lines(text) if lines is None else lines)
         first, last = line_start, min(line_end, len(hashes))
         while first < last and hashes[first - 1] == BLANK:
             first += 1
         while last > first and hashes[last - 1] == BLANK:
             last -= 1
-        found = innermost(self.definitions(path, text, key, hashes, lines=lines,
-                                            hasher=hasher), first, last)
+        if 1 <= first <= last <= len(hashes) and hashes[first - 1] != BLANK:
+            defs = self.definitions_around(path, text, first, last, key, hashes,
+                                           lines=lines, hasher=hasher)
+        else:  # only blank lines, or none: no place to look around
+            defs = self.definitions(path, text, key, hashes, lines=lines, hasher=hasher)
+        found = innermost(defs, first, last)
         return found.anchor(line_start, language) if found is not None else None
+
+    def starting_at(
+        self, path: str, text: str, line: int, name: str, key: str | None = None,
+        hashes: Sequence[int] | None = None, *, lines: Sequence[str] | None = None,
+        hasher: Callable[[], TextHasher] | None = None,
+    ) -> Definition | None:
+        """The first definition (in source order) named ``name`` whose span starts at
+        ``line``, or None; lists only the definitions around that line when the file's
+        whole list is not at hand. Arguments as for :meth:`definitions`."""
+        if hashes is not None and not (1 <= line <= len(hashes) and hashes[line - 1] != BLANK):
+            return None  # a definition's first line is never blank
+        return next((d for d in self.definitions_around(path, text, line, line, key, hashes,
+                                                         lines=lines, hasher=hasher)
+                     if d.start_line == line and d.name == name), None)
 
     def clear(self) -> None:
         self._cache.clear()
+        self._trees.clear()
+        self._around.clear()
 
     def __len__(self) -> int:
         return len(self._cache)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _file(self, path: str, text: str,
+              key: str | None) -> tuple[_Grammar, tuple[str, str]] | None:
+        """The grammar of ``path`` and the cache key of its text, or None when it is not
+        parsed at all (no language or grammar)."""
+        language = language_for(path)
+        if language is None:
+            return None
+        grammar = _grammar(language)
+        if grammar is None:
+            return None
+        return grammar, (language, key if key is not None else _digest(text))
+
+    def _tree(self, grammar: _Grammar, cache_key: tuple[str, str], lines: Sequence[str],
+              path: str) -> Tree | None:
+        """The file's syntax tree: kept, or parsed (and counted) now."""
+        def parse() -> Tree | None:
+            try:
+                tree = _parse(grammar, lines)
+            except Exception:  # a grammar bug must cost an anchor, not a verification
+                log.exception("tree-sitter failed on %s; using line hashes", path)
+                tree = None
+            with self._lock:
+                self.parses += 1
+            return tree
+
+        return self._trees.get_or_compute(cache_key, parse)
+
+    @staticmethod
+    def _built(path: str, build: Callable[[], tuple[Definition, ...]]) -> tuple[Definition, ...]:
+        try:
+            return build()
+        except Exception:  # as in _tree
+            log.exception("tree-sitter failed on %s; using line hashes", path)
+            return ()
 
 
 def _digest(text: str) -> str:

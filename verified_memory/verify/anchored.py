@@ -701,10 +701,17 @@ class AnchorLocator(Locator, Origins):
         old = self._old_file(verifier, citation.blob_sha)
         if anchor is None or old is None:
             return None
+        start = citation.line_start - anchor.offset
+        # the anchor's own definition starts there (unless the anchor was made from
+        # other text): found without listing the whole old file
+        at = self.index.starting_at(citation.path, old.text, start, anchor.name,
+                                    key=old.blob_sha, hashes=old.hashes, lines=old.lines,
+                                    hasher=old.hasher)
+        if at is not None:
+            return at
         named = treesitter.find(self._defs(citation.path, old), anchor.name)
         if not named:
             return None
-        start = citation.line_start - anchor.offset
         return min(named, key=lambda d: abs(d.start_line - start))
 
     def _cited_text(self, verifier: Verifier, citation: Citation) -> bytes | None:
