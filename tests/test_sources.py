@@ -359,6 +359,96 @@ def test_concurrent_reads_share_the_pipe(repo: GitRepo, source: LocalGitSource) 
 # --------------------------------------------------------------------------- renames
 
 
+def _git_processes(spy: PopenSpy, command: str) -> int:
+    return sum(command in list(map(str, p.args)) for p in spy.started)  # type: ignore[arg-type]
+
+
+@symlinks
+def test_a_tree_answers_paths_without_listing_the_commit(
+        repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few paths looked up at a commit are found through its tree objects, over the
+    cat-file pipe: no ``git ls-tree`` process, the same answers as the listing (links,
+    submodules and directories are no files), each path walked once."""
+    (repo.path / "link.md").symlink_to("README.md")
+    repo.write("deep/er/still/x.py", "X = 1\n")
+    repo.commit("more")
+    repo.run("update-index", "--add", "--cacheinfo", f"160000,{repo.head},sub")
+    old = repo.commit("submodule", add_all=False)
+    repo.write("README.md", "# moved on\n")
+    repo.commit("later")
+    spy = PopenSpy(monkeypatch)
+    with LocalGitSource(repo.path) as source:
+        tree = source.tree(old)
+        asked = ["README.md", "deep/er/still/x.py", "src/app.py", "link.md", "sub", "deep",
+                 "deep/er", "README.md/x", "nope.py", "deep/nope/x.py", ""]
+        found = {path: tree.get(path) for path in asked}
+        assert _git_processes(spy, "ls-tree") == 0
+        assert len(spy.catfiles()) == 1
+        assert found["README.md"] == repo.blob("README.md", old) != repo.blob("README.md")
+        assert found["deep/er/still/x.py"] == repo.blob("deep/er/still/x.py", old)
+        assert [p for p, blob in found.items() if blob is None] == asked[3:]
+        assert "src/app.py" in tree
+        assert "link.md" not in tree
+        with pytest.raises(KeyError):
+            tree["sub"]
+        walked = len(source._walks.get(old) or {})
+        tree.get("README.md")
+        assert len(source._walks.get(old) or {}) == walked  # asked again: no walk
+        # iterating lists the commit once, and agrees with what was found
+        listed = dict(tree.items())
+        assert _git_processes(spy, "ls-tree") == 1
+        assert {p: b for p, b in found.items() if b is not None} == {
+            p: listed[p] for p in found if p in listed}
+        assert set(listed) == {"README.md", "src/app.py", "bin/run.sh", "deep/er/still/x.py"}
+
+
+def test_a_commit_asked_about_many_paths_is_listed_instead(
+        repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    from verified_memory.sources import local_git
+
+    monkeypatch.setattr(local_git, "_WALKS_BEFORE_LISTING", 3)
+    spy = PopenSpy(monkeypatch)
+    with LocalGitSource(repo.path) as source:
+        tree = source.tree("HEAD")
+        answers = [tree.get(p) for p in ("README.md", "src/app.py", "bin/run.sh", "x", "y")]
+        assert answers == [repo.blob("README.md"), repo.blob("src/app.py"),
+                           repo.blob("bin/run.sh"), None, None]
+        assert _git_processes(spy, "ls-tree") == 1  # the fourth path: one listing
+
+
+@symlinks
+def test_changed_paths_are_the_files_whose_blob_changed(repo: GitRepo) -> None:
+    """From the rename diff: added, edited, renamed, and a link become a file; not a
+    mode change alone, a deletion, or a file become a link. The same list, in the same
+    order, as diffing the two commits' listings."""
+    repo.write("keep.py", "K = 1\n")
+    repo.write("edit.py", "E = 1\n")
+    repo.write("mode.sh", "echo\n")
+    repo.write("gone.py", "G = 1\n")
+    repo.write("moved.py", "def moved():\n    return 'a long enough body'\n")
+    (repo.path / "was_link.md").symlink_to("README.md")
+    repo.write("to_link.md", "text\n")
+    old = repo.commit("before")
+    repo.write("edit.py", "E = 2\n")
+    (repo.path / "mode.sh").chmod(0o755)
+    repo.remove("gone.py")
+    repo.move("moved.py", "pkg/moved.py")
+    (repo.path / "was_link.md").unlink()
+    repo.write("was_link.md", "now a file\n")
+    (repo.path / "to_link.md").unlink()
+    (repo.path / "to_link.md").symlink_to("README.md")
+    repo.write("new/added.py", "A = 1\n")
+    new = repo.commit("after")
+    with LocalGitSource(repo.path) as source:
+        changed = source.changed_paths(old, new)
+        before, after = dict(source.tree(old).items()), source.tree(new)
+        assert changed == [p for p, blob in after.items() if before.get(p) != blob]
+        assert sorted(changed or []) == ["edit.py", "new/added.py", "pkg/moved.py",
+                                         "was_link.md"]
+        assert [(r.old, r.new) for r in source.renames(old, new)] == [
+            ("gone.py", None), ("moved.py", "pkg/moved.py")]
+
+
 def test_renames_detects_a_rename_and_a_deletion(repo: GitRepo, source: LocalGitSource) -> None:
     old = repo.head
     repo.move("src/app.py", "src/main.py")

@@ -24,7 +24,16 @@ import re
 import subprocess
 import threading
 import weakref
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import (
+    Collection,
+    ItemsView,
+    Iterable,
+    Iterator,
+    KeysView,
+    Mapping,
+    Sequence,
+    ValuesView,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -53,6 +62,9 @@ _DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 #: 64 KiB a pipe holds, so writing them never waits for git to read.
 _BATCH = 512
 _MAX_CACHED_TREES = 16  # a long-lived server sees HEAD move; keep the recent ones only
+_MAX_TREE_OBJECTS = 4096  # directories read to look a path up, a few hundred bytes each
+#: Paths of one commit looked up through its tree objects before it is listed whole.
+_WALKS_BEFORE_LISTING = 64
 #: Rename diffs started ahead of need (``prefetch_renames``) and not collected yet, at
 #: most: each is a git process, and a bulk check may cite hundreds of commits.
 _PENDING_DIFFS = 4
@@ -297,9 +309,17 @@ class LocalGitSource(ClosingSource):
         self._catfile = _CatFile(self.path)
         self._blobs = MemoryBlobCache(cache_bytes)
         self._trees: BoundedCache[str, Mapping[str, str]] = BoundedCache(_MAX_CACHED_TREES)
+        self._views: BoundedCache[str, _Tree] = BoundedCache(_MAX_CACHED_TREES)  # per commit
+        self._commits: set[str] = set()  # full shas known to name commits here
+        # commit -> the paths looked up without a listing, and their blobs
+        self._walks: BoundedCache[str, dict[str, str | None]] = BoundedCache(_MAX_CACHED_TREES)
+        # tree objects read to look paths up (``_lookup``): name -> (mode, sha)
+        self._tree_objects: BoundedCache[str, dict[bytes, tuple[bytes, str]]] = BoundedCache(
+            _MAX_TREE_OBJECTS)
         # What the trees leave out: symbolic links, submodules.
         self._special: BoundedCache[str, dict[str, str]] = BoundedCache(_MAX_CACHED_TREES)
-        self._renames: dict[tuple[str, str], tuple[Rename, ...]] = {}
+        # (old, new) -> renames and deletions, and the paths whose blob changed
+        self._renames: dict[tuple[str, str], tuple[tuple[Rename, ...], frozenset[str]]] = {}
         # diffs started by ``prefetch_renames``, collected by ``renames`` (or stopped
         # by ``close``, or when the source is garbage-collected)
         self._pending: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
@@ -375,8 +395,9 @@ class LocalGitSource(ClosingSource):
         A warm-up only: a blob git does not have, or that is not a blob, is skipped here
         and left for ``read_blob`` to report. Requests go in chunks small enough for
         the pipe to take whole, so git is never left blocked on a full pipe."""
+        asked = list(dict.fromkeys(blob_shas))  # before the lock: a tree lookup takes it
         with self._lock:
-            wanted = [sha for sha in dict.fromkeys(blob_shas)
+            wanted = [sha for sha in asked
                       if isinstance(sha, str) and FULL_SHA.fullmatch(sha)
                       and sha not in self._blobs]
             for start in range(0, len(wanted), _BATCH):
@@ -386,25 +407,35 @@ class LocalGitSource(ClosingSource):
                         self._blobs.put(sha, reply.body)
 
     def tree(self, revision: str) -> Mapping[str, str]:
-        """Every regular file at ``revision``: path -> blob sha (read-only, cached per commit).
+        """Every regular file at ``revision``: path -> blob sha (read-only).
 
         Symlinks (mode 120000) and submodules (160000) are left out: neither has lines
         of code in this repository that a citation could point at.
+
+        The files are listed (``git ls-tree -r``, cached per commit) only when the
+        mapping is iterated; a path looked up before that is found through the tree
+        objects on its way, read through the cat-file pipe (each once). Most commits
+        a pass meets are asked about a few paths (the cited files at their commits):
+        no process is started for them.
         """
-        cached = self._trees.get(revision)
-        if cached is not None:
-            return cached
+        commit = self._commit(revision)
+        return self._views.get_or_compute(commit, lambda: _Tree(self, commit))
+
+    def _commit(self, revision: str) -> str:
+        """``resolve``, but a full sha that named a commit here once is taken as it is
+        (it names that commit for ever; a branch moves, so a name is always resolved)."""
+        if revision in self._commits:
+            return revision
         commit = self.resolve(revision)
-        cached = self._trees.get(commit)
-        if cached is not None:
-            return cached
-        return self._trees.put(commit, MappingProxyType(self._ls_tree(commit)))
+        if commit == revision:
+            self._commits.add(commit)
+        return commit
 
     def entry_kind(self, revision: str, path: str) -> str | None:
         """What ``path`` is at ``revision`` when the tree leaves it out: 'a symbolic
         link', 'a submodule', 'a directory'; None when it is a file or nothing."""
         commit = revision if FULL_SHA.fullmatch(revision) else self.resolve(revision)
-        files = self.tree(commit)
+        files = self._listing(commit)
         special = self._special.get(commit) or {}
         if path in special:
             return special[path]
@@ -419,7 +450,21 @@ class LocalGitSource(ClosingSource):
         that could change the output we parse. A diff ``prefetch_renames`` started is
         collected rather than run again.
         """
-        key = (self.resolve(old_revision), self.resolve(new_revision))
+        return self._tree_diff(old_revision, new_revision)[0]
+
+    def changed_paths(self, old_revision: str, new_revision: str) -> Sequence[str] | None:
+        """Paths at ``new_revision`` whose blob differs from ``old_revision`` (added,
+        modified or renamed files), in the order the tree lists them: from the same
+        diff as ``renames``, so the old commit's tree is never listed for it."""
+        new = self._commit(new_revision)
+        changed = self._tree_diff(old_revision, new)[1]
+        return [path for path in self._listing(new) if path in changed]
+
+    def _tree_diff(self, old_revision: str, new_revision: str
+                   ) -> tuple[tuple[Rename, ...], frozenset[str]]:
+        """(renames and deletions, the paths whose blob changed) from ``old`` to ``new``:
+        one ``git diff-tree``, kept per pair."""
+        key = (self._commit(old_revision), self._commit(new_revision))
         with self._cache_lock:
             cached = self._renames.get(key)
             started = self._pending.pop(key, None)
@@ -434,9 +479,9 @@ class LocalGitSource(ClosingSource):
                 f"git diff-tree {key[0][:12]} {key[1][:12]} failed in {self.path}: "
                 f"{git_message(proc)}"
             )
-        found = tuple(parse_name_status(proc.stdout))
+        renames, changed = parse_raw_diff(proc.stdout)
         with self._cache_lock:
-            return self._renames.setdefault(key, found)
+            return self._renames.setdefault(key, (tuple(renames), frozenset(changed)))
 
     def prefetch_renames(self, pairs: Iterable[tuple[str, str]]) -> None:
         """Start ``git diff-tree`` for these (old, new) pairs of full commit shas in the
@@ -500,6 +545,56 @@ class LocalGitSource(ClosingSource):
                            if not isinstance(reply, str) and reply.sha == c)
         return present
 
+    def _listing(self, commit: str) -> Mapping[str, str]:
+        """Every regular file of a commit (one ``git ls-tree -r``, kept per commit)."""
+        cached = self._trees.get(commit)
+        if cached is not None:
+            return cached
+        return self._trees.put(commit, MappingProxyType(self._ls_tree(commit)))
+
+    def _lookup(self, commit: str, path: str) -> str | None:
+        """The blob sha of the regular file ``path`` at ``commit``, or None, found down
+        the tree objects from the commit's root (``_Tree`` looks in the listing first).
+        A commit asked about many paths is listed instead: past ``_WALKS_BEFORE_LISTING``
+        walks, one ``ls-tree`` costs less than the walks to come."""
+        found = self._walks.get(commit)
+        if found is None:
+            found = self._walks.put(commit, {})
+        if path in found:
+            return found[path]
+        if len(found) >= _WALKS_BEFORE_LISTING:
+            return self._listing(commit).get(path)
+        found[path] = blob = self._walk(commit, path)
+        return blob
+
+    def _walk(self, commit: str, path: str) -> str | None:
+        entries = self._tree_entries(f"{commit}^{{tree}}")
+        parts = path.encode("utf-8", "surrogateescape").split(b"/")
+        for depth, name in enumerate(parts):
+            entry = entries.get(name) if entries is not None else None
+            if entry is None:
+                return None
+            mode, sha = entry
+            if depth == len(parts) - 1:
+                return sha if mode.startswith(b"100") else None  # not a link or submodule
+            entries = self._tree_entries(sha) if mode == b"40000" else None
+        return None
+
+    def _tree_entries(self, name: str) -> dict[bytes, tuple[bytes, str]] | None:
+        """A tree object's entries, name -> (mode, sha), read once; None if ``name`` is
+        not a tree here."""
+        cached = self._tree_objects.get(name)
+        if cached is not None:
+            return cached
+        with self._lock:
+            reply = self._catfile.query(name)
+        if isinstance(reply, str) or reply.type != "tree":
+            return None
+        entries = parse_tree_object(reply.body)
+        if name != reply.sha:  # a commit's root (``<commit>^{tree}``): under both names
+            self._tree_objects.put(reply.sha, entries)
+        return self._tree_objects.put(name, entries)
+
     def _ls_tree(self, commit: str) -> dict[str, str]:
         proc = run_git(self.path, "ls-tree", "-r", "-z", "--full-tree", commit)
         if proc.returncode != 0:
@@ -513,10 +608,72 @@ class LocalGitSource(ClosingSource):
         return files
 
 
+class _Tree(Mapping[str, str]):
+    """A commit's regular files, path -> blob sha (``LocalGitSource.tree``): looked up
+    one path at a time until iterated, then listed whole (and every lookup is a look
+    in that listing)."""
+
+    __slots__ = ("_commit", "_files", "_source")
+
+    def __init__(self, source: LocalGitSource, commit: str) -> None:
+        self._source, self._commit = source, commit
+        self._files: Mapping[str, str] | None = source._trees.get(commit)
+
+    def get(self, path: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        files = self._files
+        if files is None:
+            files = self._files = self._source._trees.get(self._commit)
+        if files is not None:
+            return files.get(path, default)
+        found = self._source._lookup(self._commit, path) if isinstance(path, str) else None
+        return default if found is None else found
+
+    def __getitem__(self, path: str) -> str:
+        blob = self.get(path)
+        if blob is None:
+            raise KeyError(path)
+        return blob
+
+    def __contains__(self, path: object) -> bool:
+        return isinstance(path, str) and self.get(path) is not None
+
+    def _listing(self) -> Mapping[str, str]:
+        if self._files is None:
+            self._files = self._source._listing(self._commit)
+        return self._files
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._listing())
+
+    def __len__(self) -> int:
+        return len(self._listing())
+
+    def keys(self) -> KeysView[str]:
+        return self._listing().keys()
+
+    def items(self) -> ItemsView[str, str]:
+        return self._listing().items()
+
+    def values(self) -> ValuesView[str]:
+        return self._listing().values()
+
+
+def parse_tree_object(body: bytes) -> dict[bytes, tuple[bytes, str]]:
+    """A raw tree object (``<mode> <name>\\0<20-byte sha>`` per entry) -> name ->
+    (mode, hex sha)."""
+    entries: dict[bytes, tuple[bytes, str]] = {}
+    at, end = 0, len(body)
+    while at < end:
+        space = body.index(b" ", at)
+        nul = body.index(b"\0", space)
+        entries[body[space + 1:nul]] = (body[at:space], body[nul + 1:nul + 21].hex())
+        at = nul + 21
+    return entries
+
+
 def _diff_tree(old: str, new: str) -> tuple[str, ...]:
     """The arguments of the rename diff between two commits."""
-    return ("diff-tree", "-r", "-z", "--name-status", "--find-renames", "--diff-filter=DR",
-            old, new, "--")
+    return ("diff-tree", "-r", "-z", "--raw", "--no-abbrev", "--find-renames", old, new, "--")
 
 
 def _collect(proc: subprocess.Popen[bytes], path: Path,
@@ -560,6 +717,36 @@ def parse_ls_tree(output: bytes, special: dict[str, str] | None = None) -> dict[
                                               else "a submodule" if kind == b"commit"
                                               else "not a regular file")
     return files
+
+
+def parse_raw_diff(output: bytes) -> tuple[list[Rename], list[str]]:
+    """``git diff-tree -r -z --raw -M`` output -> (renames and deletions in git's order,
+    as ``parse_name_status`` gives them; the paths whose content is new there: added,
+    renamed, or whose blob changed or that were no regular file before).
+
+    Each record is ``:<mode> <mode> <sha> <sha> <status>`` then one path, or two for
+    renames and copies."""
+    tokens = output.split(b"\0")
+    renames: list[Rename] = []
+    changed: list[str] = []
+    i = 0
+    while i < len(tokens) and tokens[i]:
+        old_mode, _, old_sha, new_sha, status = tokens[i][1:].decode("ascii").split(" ")
+        if status[:1] in ("R", "C"):
+            old, new = decode_path(tokens[i + 1]), decode_path(tokens[i + 2])
+            i += 3
+            if status[0] == "R":
+                score = int(status[1:]) if status[1:].isdigit() else 100
+                renames.append(Rename(old, new, score))
+            changed.append(new)
+            continue
+        path = decode_path(tokens[i + 1])
+        i += 2
+        if status == "D":
+            renames.append(Rename(path, None))
+        elif old_sha != new_sha or not old_mode.startswith("100"):
+            changed.append(path)  # not a change of mode alone
+    return renames, changed
 
 
 def parse_name_status(output: bytes) -> list[Rename]:
