@@ -18,6 +18,7 @@ Cost model (docs/ARCHITECTURE.md), in requests for one verification pass:
   unlike the contents API this also reads files over 1 MB).
 - ``main_line()``: 1 conditional request (``repos/{owner}/{name}``: its
   ``default_branch``), kept on disk with its ETag; none when the branch is configured.
+  ``HEAD`` is the default branch, so a pass at ``HEAD`` resolves no other ref.
 - ``contained(commits, tip)``: 1 request per commit asked (``compare/{commit}...{tip}``),
   kept on disk. The service asks only for memories never judged on the main line.
 - ``renames(old, new)``: 1 request (``compare/{old}...{new}``), cached; only called when
@@ -563,7 +564,8 @@ class GitHubSource(ClosingSource):
 
     def main_line(self, branch: str | None = None) -> MainLine | None:
         """``branch``, else the repository's default branch (one conditional request;
-        an unchanged answer is a 304 that costs no rate limit)."""
+        an unchanged answer is a 304 that costs no rate limit), which ``HEAD`` and
+        ``refs/heads/{branch}`` name too (its ``aliases``)."""
         if branch is not None:
             return MainLine(_check_ref(branch, self.repo), branch, "configured")
         with self._lock:
@@ -590,7 +592,8 @@ class GitHubSource(ClosingSource):
                 if reply.headers.get("etag"):
                     self._meta.put("repo", "default_branch",
                                    {"branch": name, "etag": reply.headers["etag"]})
-            self._main_line = MainLine(name, name, "GitHub's default branch")
+            self._main_line = MainLine(name, name, "GitHub's default branch",
+                                       aliases=("HEAD", f"refs/heads/{name}"))
             return self._main_line
 
     def contained(self, commits: Collection[str], tip: str) -> frozenset[str]:
