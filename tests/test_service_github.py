@@ -162,3 +162,19 @@ def test_at_head_a_configured_main_line_is_still_its_own_tip(
     assert "not the tip of release" in report["scopes"]["octo/demo"]["why"]
     assert report["refreshed"] == 0
     assert _vmem(capsys, "verify", "--repo", "octo/demo", "--ref", "release")["refreshed"] == 1
+
+
+def test_vmem_verify_counts_every_request_it_made(
+        rsps: responses.RequestsMock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The scope line resolves the ref and the main line before the pass, which reuses
+    # the answers: the report and the events counted only the pass's own requests (3 of
+    # 5, then none of 2; QA finding).
+    _stored_then_moved(rsps, tmp_path, monkeypatch, capsys)
+    for sent in (5, 2):
+        before = len(rsps.calls)
+        report = _vmem(capsys, "verify", "--repo", "octo/demo", "--ref", "main")
+        assert report["requests"] == len(rsps.calls) - before == sent
+    with SQLiteStore(tmp_path / "cli.db") as store:
+        events = store.events(repo="octo/demo", kinds=[EventKind.VERIFIED_VALID])
+    assert sorted(e.detail["pass_requests"] for e in events) == [2, 5]

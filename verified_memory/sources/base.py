@@ -139,6 +139,12 @@ class CountsRequests(Protocol):
     def requests(self) -> int:
         """Requests sent so far."""
 
+    @property
+    def requests_before_pass(self) -> int:
+        """``requests`` before the current pass (``budget.time_budget``) sent its first
+        one (``requests`` outside a pass): the scope an entry point says before a pass,
+        within its time budget, is counted with the pass, which reuses its answers."""
+
 
 @runtime_checkable
 class BatchReader(Protocol):

@@ -427,6 +427,12 @@ class GitHubSource(ClosingSource):
         return self._http.requests
 
     @property
+    def requests_before_pass(self) -> int:
+        """``requests`` before the current pass (time budget) began sending: a pass
+        reports what it spent from there (``GitHubHttp.requests_before_pass``)."""
+        return self._http.requests_before_pass()
+
+    @property
     def rate_limited_requests(self) -> int:
         """Requests that counted against the primary rate limit (all answers but 304)."""
         return self._http.rate_limited_requests
