@@ -13,6 +13,7 @@ import responses
 
 from tests.github_payloads import API, FakeGitHub, error
 from verified_memory import Decision, EventKind, MemoryService, Status
+from verified_memory.models import Scope
 from verified_memory.sources.base import git_blob_sha
 from verified_memory.sources.github import GitHubSource, RetryPolicy
 from verified_memory.store.sqlite import SQLiteStore
@@ -178,3 +179,39 @@ def test_vmem_verify_counts_every_request_it_made(
     with SQLiteStore(tmp_path / "cli.db") as store:
         events = store.events(repo="octo/demo", kinds=[EventKind.VERIFIED_VALID])
     assert sorted(e.detail["pass_requests"] for e in events) == [2, 5]
+
+
+def test_a_404_from_compare_judges_nothing_and_the_next_pass_asks_again(
+        rsps: responses.RequestsMock, tmp_path: Path) -> None:
+    # Whether main contains the commit a memory was stored at is one compare; a 404
+    # there (a commit GitHub does not know yet, a deleted fork, no access) cannot tell.
+    # The memory is not judged, and the next pass asks again: the 404 was kept as "not
+    # contained" and every later pass left the memory unjudged without asking.
+    fake = FakeGitHub("octo/demo")
+    stored = fake.commit({"src/app.py": APP})
+    fake.install(rsps)
+    with service(tmp_path) as svc:
+        memory = svc.store({"repo": "octo/demo", "subject": "Retries", "fact": "three",
+                            "citations": [{"path": "src/app.py", "line_start": 1,
+                                           "line_end": 3}]}, ref="main")
+    tip = fake.commit({"src/app.py": APP.replace("3", "5")})  # the cited code changed
+    compare = f"{API}/repos/octo/demo/compare/{stored}...{tip}"
+    rsps.reset()
+    for _ in range(2):  # answered in turn before the fake (responses): two passes
+        rsps.add(responses.GET, compare, **error(404, "Not Found"))
+    fake.install(rsps)
+    for asked in (1, 2):
+        with service(tmp_path) as svc:
+            seen = svc.verify(repo="octo/demo", ref="main").verifications[0]
+            assert seen.decision is Decision.INVALIDATE
+            assert seen.scope is Scope.UNMERGED  # not judged
+            assert seen.change is None
+            after = svc.memories.get(memory.id)
+            assert (after.status, after.verified_ref, after.verification_count) == (
+                Status.ACTIVE, None, 0)
+        assert sum(call.request.url.startswith(compare) and "per_page=1" in call.request.url
+                   for call in rsps.calls) == asked
+    # GitHub can compare them now: a verdict.
+    with service(tmp_path) as svc:
+        assert svc.verify(repo="octo/demo", ref="main").verifications[0].change == "invalidated"
+        assert svc.memories.get(memory.id).status is Status.INVALID
