@@ -278,7 +278,9 @@ class FakeGitHub:
 
     def _commit(self, request: Any, args: dict[str, str], query: Any) -> Answer:
         self.calls["ref"] += 1
-        ref = args["ref"]
+        # As on GitHub: HEAD is the default branch, refs/heads/NAME the branch NAME.
+        ref = self.default_branch if args["ref"] == "HEAD" else args["ref"].removeprefix(
+            "refs/heads/")
         sha = self.refs.get(ref) or next((c for c in self.commits if c.startswith(ref)), None)
         if sha is None:
             return 422, {"Content-Type": JSON}, error_body(

@@ -383,6 +383,41 @@ def test_json_cache_prunes_least_recently_used(tmp_path: Path) -> None:
     assert cache.get("ns", "feature/with slash") == [1]
 
 
+# --------------------------------------------------------------------------- contained
+
+
+def test_contained_keeps_real_answers_on_disk(
+    rsps: responses.RequestsMock, fake: FakeGitHub, make_source: Callable[..., GitHubSource]
+) -> None:
+    old = fake.refs["main"]
+    tip = fake.commit({**FILES, "added.py": "x = 1\n"})
+    aside = fake.commit({**FILES, "topic.py": "y = 2\n"}, branch="topic")  # diverged
+    fake.install(rsps)
+    assert make_source().contained([old, aside], tip) == {old}
+    again = make_source()  # another process: both answers come from disk
+    assert again.contained([old, aside], tip) == {old}
+    assert again.requests == 0
+    assert fake.calls["compare"] == 2
+
+
+def test_a_404_from_compare_is_no_answer_and_is_asked_again(
+    rsps: responses.RequestsMock, fake: FakeGitHub, make_source: Callable[..., GitHubSource]
+) -> None:
+    # GitHub answers 404 for a commit it does not know (yet), a deleted fork, or no
+    # access: whether the tip contains the commit could not be told. It was kept on disk
+    # as "not contained", so every later pass took that for an answer (QA finding).
+    old = fake.refs["main"]
+    tip = fake.commit({**FILES, "added.py": "x = 1\n"})
+    # Answered once (responses takes the first match, once, while others match), then
+    # GitHub can compare them.
+    rsps.add(responses.GET, f"{API}/repos/octo/demo/compare/{old}...{tip}",
+             **error(404, "Not Found"))
+    fake.install(rsps)
+    assert make_source().contained([old], tip) == frozenset()  # not placed: not judged
+    again = make_source()
+    assert again.contained([old], tip) == {old}
+    assert again.requests == 1  # asked again, not read from disk
+
 # --------------------------------------------------------------------------- renames
 
 

@@ -152,8 +152,8 @@ class GitHubHttp:
 
     Counters: ``requests`` (every attempt sent) and ``rate_limited_requests`` (every
     answer that counts against the primary rate limit: all but 304s; a request that got
-    no answer is not counted there). ``rate_limit`` holds the last seen
-    (remaining, limit, reset epoch) when GitHub sent them.
+    no answer is not counted there), and ``requests_before_pass()``. ``rate_limit``
+    holds the last seen (remaining, limit, reset epoch) when GitHub sent them.
     """
 
     def __init__(
@@ -178,9 +178,20 @@ class GitHubHttp:
         self.requests = 0
         self.rate_limited_requests = 0
         self.rate_limit: tuple[int, int, int] | None = None
+        self._pass: budgets.Budget | None = None  # the pass of the latest request
+        self._pass_began = 0  # ``requests`` before that pass sent its first
 
     def __repr__(self) -> str:
         return f"GitHubHttp(requests={self.requests})"
+
+    def requests_before_pass(self) -> int:
+        """``requests`` before the current pass (time budget) sent its first request;
+        outside a pass, or before its first request, ``requests``. What a pass spent is
+        counted from there: an entry point's scope line, asked before the pass within
+        its budget, is part of it (the pass reuses its answers)."""
+        budget = budgets.current()
+        return self._pass_began if budget is not None and budget is self._pass else (
+            self.requests)
 
     def scrub(self, text: str) -> str:
         """``text`` with every configured secret replaced by ``***``."""
@@ -248,6 +259,8 @@ class GitHubHttp:
         budget = budgets.current()
         if budget is not None:
             budget.check()
+        if budget is not self._pass:
+            self._pass, self._pass_began = budget, self.requests
         retrying = self.retrying(what)
         headers = {"Accept": accept}
         if etag:

@@ -55,11 +55,14 @@ class MainLine:
 
     ``name`` is the branch as people say it (``main``); ``ref`` is what ``resolve``
     takes to find its tip here (a remote-tracking ``refs/remotes/origin/main`` in a
-    clone, else the local branch); ``how`` says how it was found, for messages."""
+    clone, else the local branch); ``how`` says how it was found, for messages.
+    ``aliases`` are other refs that name the same tip here by definition (GitHub's
+    ``HEAD`` is its default branch): a pass at one is at the tip without asking twice."""
 
     name: str
     ref: str
     how: str
+    aliases: tuple[str, ...] = ()
 
 
 @runtime_checkable
@@ -135,6 +138,12 @@ class CountsRequests(Protocol):
     @property
     def requests(self) -> int:
         """Requests sent so far."""
+
+    @property
+    def requests_before_pass(self) -> int:
+        """``requests`` before the current pass (``budget.time_budget``) sent its first
+        one (``requests`` outside a pass): the scope an entry point says before a pass,
+        within its time budget, is counted with the pass, which reuses its answers."""
 
 
 @runtime_checkable

@@ -18,8 +18,10 @@ Cost model (docs/ARCHITECTURE.md), in requests for one verification pass:
   unlike the contents API this also reads files over 1 MB).
 - ``main_line()``: 1 conditional request (``repos/{owner}/{name}``: its
   ``default_branch``), kept on disk with its ETag; none when the branch is configured.
+  ``HEAD`` is the default branch, so a pass at ``HEAD`` resolves no other ref.
 - ``contained(commits, tip)``: 1 request per commit asked (``compare/{commit}...{tip}``),
-  kept on disk. The service asks only for memories never judged on the main line.
+  kept on disk (a 404 is not an answer: asked again). The service asks only for
+  memories never judged on the main line.
 - ``renames(old, new)``: 1 request (``compare/{old}...{new}``), cached; only called when
   a citation has to be searched for in other files. ``changed_paths(old, new)`` answers
   from the same response (which files changed), so a search need not list the old
@@ -98,6 +100,9 @@ _REGULAR = ("100644", "100755")
 
 #: GitHub's compare endpoint lists at most this many changed files.
 COMPARE_FILE_LIMIT = 300
+
+#: What ``compare/{base}...{head}`` says of two commits' ancestry.
+_COMPARED = frozenset({"ahead", "behind", "diverged", "identical"})
 
 _KEEP_COMMIT_TREES = 64  # per repository on disk: recent commits only
 _KEEP_SUBTREES = 4096  # directory listings of truncated trees
@@ -426,6 +431,12 @@ class GitHubSource(ClosingSource):
         return self._http.requests
 
     @property
+    def requests_before_pass(self) -> int:
+        """``requests`` before the current pass (time budget) began sending: a pass
+        reports what it spent from there (``GitHubHttp.requests_before_pass``)."""
+        return self._http.requests_before_pass()
+
+    @property
     def rate_limited_requests(self) -> int:
         """Requests that counted against the primary rate limit (all answers but 304)."""
         return self._http.rate_limited_requests
@@ -563,7 +574,8 @@ class GitHubSource(ClosingSource):
 
     def main_line(self, branch: str | None = None) -> MainLine | None:
         """``branch``, else the repository's default branch (one conditional request;
-        an unchanged answer is a 304 that costs no rate limit)."""
+        an unchanged answer is a 304 that costs no rate limit), which ``HEAD`` and
+        ``refs/heads/{branch}`` name too (its ``aliases``)."""
         if branch is not None:
             return MainLine(_check_ref(branch, self.repo), branch, "configured")
         with self._lock:
@@ -590,12 +602,15 @@ class GitHubSource(ClosingSource):
                 if reply.headers.get("etag"):
                     self._meta.put("repo", "default_branch",
                                    {"branch": name, "etag": reply.headers["etag"]})
-            self._main_line = MainLine(name, name, "GitHub's default branch")
+            self._main_line = MainLine(name, name, "GitHub's default branch",
+                                       aliases=("HEAD", f"refs/heads/{name}"))
             return self._main_line
 
     def contained(self, commits: Collection[str], tip: str) -> frozenset[str]:
         """Those of ``commits`` in ``tip``'s history: ``compare/{commit}...{tip}`` says
-        ``ahead`` or ``identical``. A commit GitHub does not know is not contained."""
+        ``ahead`` or ``identical``. A commit GitHub cannot compare (404: unknown to it
+        yet, a deleted fork, no access) is not contained in this answer, which leaves a
+        memory stored on it not judged; that is no answer, so it is asked again."""
         tip = self.resolve(tip)
         inside: set[str] = set()
         for commit in {c for c in commits if isinstance(c, str) and FULL_SHA.fullmatch(c)}:
@@ -612,7 +627,11 @@ class GitHubSource(ClosingSource):
                     data = reply.json() if reply.status not in CLIENT_ANSWERS else {}
                     status = data.get("status") if isinstance(data, dict) else None
                     answer = status in ("ahead", "identical")
-                    self._meta.put("contains", key, answer, keep=_KEEP_SUBTREES)
+                    if status in _COMPARED:  # an answer: a commit's ancestry never changes
+                        self._meta.put("contains", key, answer, keep=_KEEP_SUBTREES)
+                    else:
+                        log.info("GitHub cannot compare %s (%d %s): not placed this time",
+                                 key, reply.status, reply.message())
             if answer:
                 inside.add(commit)
         return frozenset(inside)

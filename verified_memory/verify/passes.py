@@ -173,7 +173,7 @@ class VerificationPass:
         lacked: set[str] = set()  # citation commits a clone does not have (shallow)
         for repo_name, group in by_repo.items():
             source = source_for(repo_name)
-            before = _requests(source)
+            before = _requests(source, before_pass=True)
             scope = scopes[repo_name] = pass_scope(source, ref, apply=apply,
                                                    branch=self.truth_ref)
             verifier = verifiers.setdefault(id(source), Verifier(source, locator=self.locator))
@@ -436,9 +436,13 @@ def _outcomes(checks: Sequence[CitationCheck]) -> dict[str, Any]:
         "outcomes": described}
 
 
-def _requests(source: CodeSource) -> int:
-    """Requests the source has sent so far (0 for one that spends none)."""
-    return source.requests if isinstance(source, CountsRequests) else 0
+def _requests(source: CodeSource, *, before_pass: bool = False) -> int:
+    """Requests the source has sent so far (0 for one that spends none); with
+    ``before_pass``, before this pass's time budget began (so what the scope line an
+    entry point said first asked is counted with the pass)."""
+    if not isinstance(source, CountsRequests):
+        return 0
+    return source.requests_before_pass if before_pass else source.requests
 
 
 def _change(transition: Transition) -> str:

@@ -103,7 +103,7 @@ def pass_scope(source: CodeSource, ref: str, *, apply: bool | None = None,
     try:
         main = source.main_line(branch)
         # Asked at the main line by its name: one resolution (a request, on GitHub).
-        tip = (None if main is None else revision if ref in (main.ref, main.name)
+        tip = (None if main is None else revision if ref in (main.ref, main.name, *main.aliases)
                else source.resolve(main.ref))
     except CredentialsRejected:
         raise
