@@ -80,6 +80,19 @@ def test_store_with_flags_infers_repo_from_origin(repo: GitRepo,
     assert "net/fetch.py:4-8" in out
 
 
+def test_cite_names_a_file_whose_name_holds_an_at_sign(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    """--cite's @SHA is what follows the line range: an '@' before it is the file's
+    (img/logo@2x.txt:1 was read as the file img/logo at the commit '2x.txt:1')."""
+    repo.write("img/logo@2x.txt", "a logo\n")
+    head = repo.commit("a file with an @ in its name")
+    for cite in ("img/logo@2x.txt:1", f"img/logo@2x.txt:1@{head[:8]}"):
+        memory = vmem_json(capsys, "store", "--subject", "Logo", "--fact", "the logo",
+                           "--cite", cite)
+        assert [(c["path"], c["line_start"], c["sha"]) for c in memory["citations"]] == [
+            ("img/logo@2x.txt", 1, head)]
+
+
 def test_store_reads_a_json_memory_on_stdin(repo: GitRepo, capsys: pytest.CaptureFixture[str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     payload = {"repo": "acme/net", "subject": "Retries", "fact": "three",
@@ -314,3 +327,4 @@ def test_the_postgres_pools_own_log_lines_stay_off_stderr(repo: GitRepo) -> None
                           cwd=repo.path, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "other libraries still speak\n"
+

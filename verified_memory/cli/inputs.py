@@ -23,16 +23,15 @@ FLAGS = {"subject": "--subject", "fact": "--fact", "reason": "--reason",
 
 
 def parse_cite(text: str, where: str) -> CitationRef:
-    """PATH:START[-END][@SHA] as typed on a command line."""
-    sha = None
-    if "@" in text:
-        text, sha = text.rsplit("@", 1)
-    path, sep, lines = text.rpartition(":")
+    """PATH:START[-END][@SHA] as typed on a command line. The line range follows the last
+    ':' and the sha an '@' after it: a path may hold both (``img/logo@2x.txt:1``)."""
+    path, sep, rest = text.rpartition(":")
     if not sep:
         raise ValidationError(f"{where}: expected PATH:START-END")
+    lines, at, sha = rest.partition("@")
     start, _, end = lines.partition("-")
     return parse_citation({"path": path, "line_start": start, "line_end": end or start,
-                           "sha": sha}, where)
+                           "sha": sha if at else None}, where)
 
 
 def memory_input(input_file: str | None, repo: str | None, default_repo: Callable[[], str],
