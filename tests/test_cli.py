@@ -401,6 +401,22 @@ def test_path_refuses_a_commit_it_would_drop(
     assert ids(capsys, "search", "--path", "pkg/@scope/mod.py") == []  # a folder's '@'
 
 
+def test_search_by_path_honours_safe(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    """--safe leaves out POISON_PATH and PHANTOM_PATTERN memories from a file's memories
+    too (it was ignored beside --path), before the limit, and none is handed out."""
+    clean = store(capsys)
+    bad = [vmem_json(capsys, "store", "--subject", f"Bad {tag}", "--fact", f"retry {tag}",
+                     "--cite", "net/fetch.py:1-2", "--tag", tag)["id"]
+           for tag in ("POISON_PATH", "phantom_pattern")]
+    assert ids(capsys, "search", "--path", "net/fetch.py", "--safe") == [clean]
+    assert ids(capsys, "search", "--path", "net/fetch.py:1", "--safe", "--limit", "1") == []
+    assert ids(capsys, "search", "--path", "net/fetch.py", "--safe", "--limit", "1") == [clean]
+    for memory_id in bad:
+        kinds = [e["kind"] for e in vmem_json(capsys, "log", memory_id, "--reads")]
+        assert "retrieved" not in kinds
+    assert ids(capsys, "search", "--path", "net/fetch.py") == [*reversed(bad), clean]
+
+
 def test_path_mistakes_are_usage_errors_naming_the_option(
         repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     """Each was a different label ('--path net/fetch.py:0.line_start', 'path') and exit

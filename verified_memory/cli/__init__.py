@@ -212,8 +212,9 @@ def show(env: Env, memory_id: str, as_json: bool) -> None:
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @filter_options
 @click.option("--safe", is_flag=True,
-              help="Safe mode: weigh tag penalties fully and leave out memories tagged "
-                   "POISON_PATH or PHANTOM_PATTERN.")
+              help="Safe mode: leave out memories tagged POISON_PATH or PHANTOM_PATTERN "
+                   "(with --path too), and weigh tag penalties fully in a text search's "
+                   "ranking.")
 @pass_env
 def search(env: Env, query: str, repo: str | None, as_json: bool, path: FileLines | None,
            limit: int, category: str | None, tag: str | None, safe: bool) -> None:
@@ -229,7 +230,7 @@ def search(env: Env, query: str, repo: str | None, as_json: bool, path: FileLine
     with running(env) as service:
         if path:
             found = service.search_by_path(name, path.path, path.lines, limit=limit,
-                                           category=category, tag=tag)
+                                           category=category, tag=tag, safe=safe)
             env.out.memories(found, title=f"matches in {name}", when="created")
         else:
             found = service.search(name, query, limit=limit, safe=safe, category=category,
