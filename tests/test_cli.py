@@ -80,6 +80,19 @@ def test_store_with_flags_infers_repo_from_origin(repo: GitRepo,
     assert "net/fetch.py:4-8" in out
 
 
+def test_cite_names_a_file_whose_name_holds_an_at_sign(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    """--cite's @SHA is what follows the line range: an '@' before it is the file's
+    (img/logo@2x.txt:1 was read as the file img/logo at the commit '2x.txt:1')."""
+    repo.write("img/logo@2x.txt", "a logo\n")
+    head = repo.commit("a file with an @ in its name")
+    for cite in ("img/logo@2x.txt:1", f"img/logo@2x.txt:1@{head[:8]}"):
+        memory = vmem_json(capsys, "store", "--subject", "Logo", "--fact", "the logo",
+                           "--cite", cite)
+        assert [(c["path"], c["line_start"], c["sha"]) for c in memory["citations"]] == [
+            ("img/logo@2x.txt", 1, head)]
+
+
 def test_store_reads_a_json_memory_on_stdin(repo: GitRepo, capsys: pytest.CaptureFixture[str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     payload = {"repo": "acme/net", "subject": "Retries", "fact": "three",
@@ -314,3 +327,111 @@ def test_the_postgres_pools_own_log_lines_stay_off_stderr(repo: GitRepo) -> None
                           cwd=repo.path, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "other libraries still speak\n"
+
+
+# --------------------------------------------------------------------------- --path
+
+#: Files whose names hold ':' and '@', and one ending in ':DIGITS' (a line range's look).
+ODD_NAMES = {"docs/a:b.md": "one\ntwo\nthree\n", "net/v:2": "VERSION = 2\n",
+             "img/logo@2x.txt": "a logo\n"}
+
+
+@pytest.fixture
+def odd_repo(repo: GitRepo) -> GitRepo:
+    for path, text in ODD_NAMES.items():
+        repo.write(path, text)
+    repo.commit("files with odd names")
+    return repo
+
+
+def ids(capsys: pytest.CaptureFixture[str], *args: str) -> list[str]:
+    return [m["id"] for m in vmem_json(capsys, *args)]
+
+
+def usage_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """The one error line of a usage error (exit 2, nothing on stdout, no traceback)."""
+    code, out, err = vmem(capsys, *args)
+    assert (code, out) == (2, ""), err
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, err
+    return errors[0]
+
+
+def test_path_names_a_file_whose_name_holds_a_colon(
+        odd_repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    """--path docs/a:b.md names that file (it was read as lines 'b.md' and refused); a
+    file of the whole name wins over a line range (net/v:2 is the file, not line 2 of
+    net/v); a range that parses as one is still one."""
+    colon = store(capsys, "docs/a:b.md:1-2")
+    digits = store(capsys, "net/v:2:1")
+    fetch = store(capsys)
+    for command in ("search", "list"):
+        assert ids(capsys, command, "--path", "docs/a:b.md") == [colon], command
+        assert ids(capsys, command, "--path", "net/v:2") == [digits], command
+    assert ids(capsys, "search", "--path", "docs/a:b.md:2") == [colon]
+    assert ids(capsys, "search", "--path", "docs/a:b.md:3") == []
+    assert ids(capsys, "search", "--path", "net/v:2:1") == [digits]
+    assert ids(capsys, "search", "--path", "net/fetch.py:5-6") == [fetch]
+    # No such file, and ':b.md' is no line range: the whole value names the file.
+    assert ids(capsys, "search", "--path", "docs/gone:b.md") == []
+    code, out, _ = vmem(capsys, "search", "--help")
+    assert code == 0
+    assert "A file of the whole name in the working copy is taken as it is" in " ".join(
+        out.split())
+
+
+def test_path_refuses_a_commit_it_would_drop(
+        odd_repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    """--path FILE@COMMIT was searched as a file named so (nothing found) or, after a
+    line range, dropped: refused in one line. An '@' in a file's name is no commit."""
+    logo = store(capsys, "img/logo@2x.txt:1")
+    fetch = store(capsys)
+    head = odd_repo.head[:8]
+    assert usage_error(capsys, "search", "--path", f"net/fetch.py@{head}") == (
+        f"Error: Invalid value for '--path': 'net/fetch.py@{head}' names a commit: memories "
+        "are found by the file they cite, at any commit; give net/fetch.py")
+    assert f"'net/fetch.py:5@{head}' names a commit" in usage_error(
+        capsys, "search", "--path", f"net/fetch.py:5@{head}")
+    assert "'net/fetch.py@HEAD' names a commit" in usage_error(
+        capsys, "list", "--path", "net/fetch.py@HEAD")
+    for command in ("search", "list"):
+        assert ids(capsys, command, "--path", "img/logo@2x.txt") == [logo], command
+        assert ids(capsys, command, "--path", "net/fetch.py") == [fetch], command
+    assert ids(capsys, "search", "--path", "pkg/@scope/mod.py") == []  # a folder's '@'
+
+
+def test_search_by_path_honours_safe(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    """--safe leaves out POISON_PATH and PHANTOM_PATTERN memories from a file's memories
+    too (it was ignored beside --path), before the limit, and none is handed out."""
+    clean = store(capsys)
+    bad = [vmem_json(capsys, "store", "--subject", f"Bad {tag}", "--fact", f"retry {tag}",
+                     "--cite", "net/fetch.py:1-2", "--tag", tag)["id"]
+           for tag in ("POISON_PATH", "phantom_pattern")]
+    assert ids(capsys, "search", "--path", "net/fetch.py", "--safe") == [clean]
+    assert ids(capsys, "search", "--path", "net/fetch.py:1", "--safe", "--limit", "1") == []
+    assert ids(capsys, "search", "--path", "net/fetch.py", "--safe", "--limit", "1") == [clean]
+    for memory_id in bad:
+        kinds = [e["kind"] for e in vmem_json(capsys, "log", memory_id, "--reads")]
+        assert "retrieved" not in kinds
+    assert ids(capsys, "search", "--path", "net/fetch.py") == [*reversed(bad), clean]
+
+
+def test_path_mistakes_are_usage_errors_naming_the_option(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each was a different label ('--path net/fetch.py:0.line_start', 'path') and exit
+    1, or (vmem list) no error at all: now click's usage error naming '--path'."""
+    store(capsys)
+    said = {
+        ("search", "net/fetch.py:0"): "'net/fetch.py:0': line numbers start at 1",
+        ("search", "net/fetch.py:5-3"): "'net/fetch.py:5-3': line 3 is before line 5",
+        ("search", "../fetch.py"):
+            "the file must stay inside the repository ('..' found): '../fetch.py'",
+        ("list", "./../fetch.py"):
+            "the file must stay inside the repository ('..' found): './../fetch.py'",
+        ("list", "net/fetch.py:1-2"): "'net/fetch.py:1-2' names lines, and vmem list lists "
+                                      "the memories citing a whole file: give net/fetch.py",
+    }
+    for (command, value), message in said.items():
+        assert usage_error(capsys, command, "--path", value) == (
+            f"Error: Invalid value for '--path': {message}"), (command, value)

@@ -51,6 +51,7 @@ __all__ = [
     "normalize_category",
     "normalize_claim",
     "rank_search",
+    "safe_filtered",
     "same_claim",
     "standing",
     "tag_penalty",
@@ -266,7 +267,8 @@ def tag_penalty(tags: Iterable[str]) -> float:
     return sum(TAG_PENALTIES.get(tag.strip().upper(), 0.0) for tag in tags)
 
 
-def _filtered(memory: Memory | SearchHit) -> bool:
+def safe_filtered(memory: Memory | SearchHit) -> bool:
+    """Whether safe mode leaves ``memory`` out (a ``SAFE_FILTERED`` tag)."""
     return any(tag.strip().upper() in SAFE_FILTERED for tag in memory.tags)
 
 
@@ -282,7 +284,7 @@ def rank_search(found: Sequence[_Ranked], scores: Sequence[float], *,
     beta = SAFE_BETA if safe else BETA
     ranked = [(score / best - beta * tag_penalty(m.tags), i, m)
               for i, (m, score) in enumerate(zip(found, scores, strict=True))
-              if not (safe and _filtered(m))]
+              if not (safe and safe_filtered(m))]
     ranked.sort(key=lambda r: (-r[0], r[1]))
     return [m for _, _, m in ranked]
 

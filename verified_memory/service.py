@@ -46,7 +46,13 @@ from verified_memory.models import (
     validate_repo,
 )
 from verified_memory.prompt import relevance, sanitize_line
-from verified_memory.quality import QualityPolicy, classify, normalize_category, rank_search
+from verified_memory.quality import (
+    QualityPolicy,
+    classify,
+    normalize_category,
+    rank_search,
+    safe_filtered,
+)
 from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo
 from verified_memory.store.base import (
     CITING_LIMIT,
@@ -491,9 +497,10 @@ class MemoryService:
 
     def search_by_path(self, repo: str, path: str, lines: tuple[int, int] | None = None,
                        limit: int = 50, *, category: str | None = None,
-                       tag: str | None = None) -> list[Memory]:
+                       tag: str | None = None, safe: bool = False) -> list[Memory]:
         """Active memories citing ``path`` (overlapping ``lines``, when given), newest
-        created first (``MemoryStore.by_path``)."""
+        created first (``MemoryStore.by_path``); ``safe`` leaves out known bad patterns
+        (``quality.SAFE_FILTERED``) before the limit, as a safe search does."""
         validate_repo(repo)
         _check_limit(limit)
         if lines is not None:
@@ -502,8 +509,14 @@ class MemoryService:
             path, lines = ref.path, (ref.line_start, ref.line_end)
         else:
             path = parse_citation({"path": path, "line_start": 1}, "path").path
-        return self.record_retrieval(self.memories.by_path(
-            repo, path, lines=lines, limit=limit, category=category, tag=tag), "path")
+        asked = limit
+        while True:  # safe mode leaves some out: read further until the limit is kept
+            found = self.memories.by_path(repo, path, lines=lines, limit=asked,
+                                          category=category, tag=tag)
+            kept = [m for m in found if not (safe and safe_filtered(m))]
+            if len(kept) >= limit or len(found) < asked:
+                return self.record_retrieval(kept[:limit], "path")
+            asked *= 2
 
     def memories_citing(self, repo: str, paths: Iterable[str], *,
                         limit: int = 10_000) -> dict[str, list[Memory]]:

@@ -33,7 +33,7 @@ from verified_memory.cli.env import (
 from verified_memory.cli.git import git
 from verified_memory.cli.hook import hook, hook_usage_error
 from verified_memory.cli.init import init
-from verified_memory.cli.inputs import memory_input, parse_cite
+from verified_memory.cli.inputs import CitedFile, FileLines, memory_input, parse_cite
 from verified_memory.cli.quality import COMMANDS as QUALITY_COMMANDS
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
@@ -203,16 +203,20 @@ def show(env: Env, memory_id: str, as_json: bool) -> None:
 @cli.command()
 @click.argument("query", required=False, default="")
 @common
-@click.option("--path", metavar="PATH[:START-END]",
+@click.option("--path", type=CitedFile(lines=True), metavar="FILE[:START-END]",
               help="Memories citing this file (and these lines), newest created first, "
-                   "instead of a text query.")
+                   "instead of a text query. A file of the whole name in the working copy "
+                   "is taken as it is (src/x:5), else a trailing :START or :START-END is a "
+                   "line range; no @COMMIT (memories are found by the file they cite, at "
+                   "any commit).")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @filter_options
 @click.option("--safe", is_flag=True,
-              help="Safe mode: weigh tag penalties fully and leave out memories tagged "
-                   "POISON_PATH or PHANTOM_PATTERN.")
+              help="Safe mode: leave out memories tagged POISON_PATH or PHANTOM_PATTERN "
+                   "(with --path too), and weigh tag penalties fully in a text search's "
+                   "ranking.")
 @pass_env
-def search(env: Env, query: str, repo: str | None, as_json: bool, path: str | None,
+def search(env: Env, query: str, repo: str | None, as_json: bool, path: FileLines | None,
            limit: int, category: str | None, tag: str | None, safe: bool) -> None:
     """Search memories by text (subject, fact, tags) or by the file they cite. Text
     results are ranked by full-text score minus tag penalties (COMPLETION_DRIVE,
@@ -225,12 +229,8 @@ def search(env: Env, query: str, repo: str | None, as_json: bool, path: str | No
         raise click.UsageError("give a QUERY or --path, not both")
     with running(env) as service:
         if path:
-            lines = None
-            if ":" in path:
-                cite = parse_cite(path, f"--path {path}")
-                path, lines = cite.path, (cite.line_start, cite.line_end)
-            found = service.search_by_path(name, path, lines, limit=limit, category=category,
-                                           tag=tag)
+            found = service.search_by_path(name, path.path, path.lines, limit=limit,
+                                           category=category, tag=tag, safe=safe)
             env.out.memories(found, title=f"matches in {name}", when="created")
         else:
             found = service.search(name, query, limit=limit, safe=safe, category=category,

@@ -15,6 +15,7 @@ import click
 
 from verified_memory.audit import describe, short_ids
 from verified_memory.cli.env import Env, common, running, say
+from verified_memory.cli.inputs import CitedFile, FileLines
 from verified_memory.cli.render import Output
 from verified_memory.errors import ValidationError
 from verified_memory.models import (
@@ -76,7 +77,9 @@ def _plain(text: str) -> Text:
               default="all", show_default=True, help="Only memories in this status.")
 @click.option("--category", help="Only memories of this category.")
 @click.option("--tag", help="Only memories with this tag.")
-@click.option("--path", metavar="PATH", help="Only memories citing this file.")
+@click.option("--path", type=CitedFile(lines=False), metavar="FILE",
+              help="Only memories citing this file, named as `vmem search --path` names it "
+                   "but without lines.")
 @click.option("--created-by", metavar="NAME", help="Only memories stored by NAME.")
 @click.option("--since", metavar="WHEN",
               help="Only memories created since WHEN: a date, a time, or an age (7d, 12h).")
@@ -86,7 +89,7 @@ def _plain(text: str) -> Text:
               help="How many, most recently refreshed first.")
 @pass_env
 def list_(env: Env, repo: str | None, as_json: bool, status: str, category: str | None,
-          tag: str | None, path: str | None, created_by: str | None, since: str | None,
+          tag: str | None, path: FileLines | None, created_by: str | None, since: str | None,
           forgotten: bool, limit: int) -> None:
     """Every memory of the repository, whatever its status (invalid, superseded,
     expired, pending, active), most recently refreshed first. An audit view: nothing is
@@ -104,7 +107,8 @@ def list_(env: Env, repo: str | None, as_json: bool, status: str, category: str 
             _tombstones(env.out, service.tombstones(name, limit=limit), name)
             return
         where = MemoryFilter(status=None if status == "all" else Status(status),
-                             category=category, tag=tag, path=path, created_by=created_by,
+                             category=category, tag=tag, path=path.path if path else None,
+                             created_by=created_by,
                              since=parse_since(since))
         found = service.list_memories(name, where, limit=limit)
     if as_json:

@@ -1,20 +1,22 @@
 """A memory as ``vmem store`` and ``vmem supersede`` take it: flags, a JSON memory (on
 stdin or ``--input``), or both. Flags given with a JSON memory are never dropped: a flag
 fills a field the JSON leaves out, agrees with the one it has, or is refused in one
-line naming both values."""
+line naming both values. And a cited file as ``--path`` names it (``CitedFile``)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
+from verified_memory.cli.env import Env
 from verified_memory.errors import ValidationError
-from verified_memory.models import CitationRef, NewMemory, parse_citation
+from verified_memory.models import CitationRef, NewMemory, normalize_path, parse_citation
 
-__all__ = ["memory_input", "parse_cite"]
+__all__ = ["CitedFile", "FileLines", "memory_input", "parse_cite"]
 
 #: A memory's field, and the flag that gives it.
 FLAGS = {"subject": "--subject", "fact": "--fact", "reason": "--reason",
@@ -23,16 +25,91 @@ FLAGS = {"subject": "--subject", "fact": "--fact", "reason": "--reason",
 
 
 def parse_cite(text: str, where: str) -> CitationRef:
-    """PATH:START[-END][@SHA] as typed on a command line."""
-    sha = None
-    if "@" in text:
-        text, sha = text.rsplit("@", 1)
-    path, sep, lines = text.rpartition(":")
+    """PATH:START[-END][@SHA] as typed on a command line. The line range follows the last
+    ':' and the sha an '@' after it: a path may hold both (``img/logo@2x.txt:1``)."""
+    path, sep, rest = text.rpartition(":")
     if not sep:
         raise ValidationError(f"{where}: expected PATH:START-END")
+    lines, at, sha = rest.partition("@")
     start, _, end = lines.partition("-")
     return parse_citation({"path": path, "line_start": start, "line_end": end or start,
-                           "sha": sha}, where)
+                           "sha": sha if at else None}, where)
+
+
+class FileLines(NamedTuple):
+    """A cited file named on the command line, and the lines asked for (None: any)."""
+
+    path: str
+    lines: tuple[int, int] | None
+
+
+_LINE_RANGE = re.compile(r"(?P<path>.+):(?P<start>\d+)(?:-(?P<end>\d+))?")
+
+if TYPE_CHECKING:  # generic from click 8.4 on: subscripted before, it fails at run time
+    _FileLinesType = click.ParamType[FileLines]
+else:
+    _FileLinesType = click.ParamType
+
+
+class CitedFile(_FileLinesType):
+    """``--path FILE[:START-END]`` (``vmem search``, and ``vmem list`` without lines).
+
+    Read in this order: a file of the whole name in the working copy is taken as it is
+    (``src/x:5`` names that file); else an '@' in the name's last part is a commit, and
+    refused (memories are found by the file they cite, at any commit); else a trailing
+    ``:START`` or ``:START-END`` of whole numbers is a line range (refused without
+    ``lines``); else the whole value is the file (``docs/a:b.md``). A mistake is a
+    usage error naming the option."""
+
+    name = "file"
+
+    def __init__(self, *, lines: bool) -> None:
+        self.lines = lines
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> FileLines:
+        if isinstance(value, FileLines):
+            return value
+        text = str(value)
+        try:
+            whole = normalize_path(text, "the file")
+        except ValidationError as exc:
+            self.fail(str(exc), param, ctx)
+        if _in_working_copy(whole, ctx):
+            return FileLines(whole, None)
+        name, at, commit = whole.rpartition("@")
+        if at and name and "/" not in commit:
+            self.fail(f"{text!r} names a commit: memories are found by the file they cite, "
+                      f"at any commit; give {self._without_lines(name)}", param, ctx)
+        found = _LINE_RANGE.fullmatch(whole)
+        if found is None:
+            return FileLines(whole, None)
+        if not self.lines:
+            command = ctx.command_path if ctx is not None else "this command"
+            self.fail(f"{text!r} names lines, and {command} lists the memories citing a "
+                      f"whole file: give {found['path']}", param, ctx)
+        start = int(found["start"])
+        end = int(found["end"] or start)
+        if start < 1:
+            self.fail(f"{text!r}: line numbers start at 1", param, ctx)
+        if end < start:
+            self.fail(f"{text!r}: line {end} is before line {start}", param, ctx)
+        return FileLines(found["path"], (start, end))
+
+    def _without_lines(self, path: str) -> str:
+        """``path`` as this option takes it: a line range dropped where none is taken."""
+        found = None if self.lines else _LINE_RANGE.fullmatch(path)
+        return path if found is None else found["path"]
+
+
+def _in_working_copy(path: str, ctx: click.Context | None) -> bool:
+    """Whether ``path`` is a file of the working copy the command runs in."""
+    env = ctx.find_object(Env) if ctx is not None else None
+    top = env.working_copy if env is not None else None
+    try:
+        return top is not None and (top / path).is_file()
+    except OSError:  # a name too long for this system, ...: no file of it here
+        return False
 
 
 def memory_input(input_file: str | None, repo: str | None, default_repo: Callable[[], str],
