@@ -288,8 +288,8 @@ def _detail(detail: MemoryDetail, *, open_: bool = False) -> str:
              if detail.earlier else "")
     if detail.archived:
         notes += (f'<p class="note">{detail.archived} of these events were archived by '
-                    "<code>vmem db compact</code>; they are part of the trail, as in "
-                    f"<code>vmem log {_text(m.id)}</code>.</p>")
+                  "<code>vmem db compact</code>; they are part of the trail, as in "
+                  f"<code>vmem log {_text(m.id)}</code>.</p>")
     trail = _table(("When", "Event", "By", "Detail"), [
         [_when(e.at), f'<span class="event {e.kind.value}">{e.kind.value}</span>',
          _text(e.actor or NONE), _text(describe(e))] for e in detail.trail],
