@@ -1,6 +1,7 @@
 """Several processes storing the same memories at once, through ``MemoryService.store``,
 on any store a URL names (a SQLite file, a Postgres database): of each race, exactly one
-process creates the memory and the others get it back as a duplicate, refreshed."""
+process creates the memory and the others get it back as a duplicate, refreshed. The
+same of memories that wait for approval (``pending``): the queue holds each once."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import multiprocessing
 from typing import Any
 
 from verified_memory.errors import VerifiedMemoryError
-from verified_memory.models import EventKind
+from verified_memory.models import EventKind, MemoryFilter, Status
 from verified_memory.service import MemoryService
 from verified_memory.sources.fake import DictSource
 from verified_memory.store import open_store
@@ -28,13 +29,13 @@ def _files() -> dict[str, str]:
     return {f"src/race{i}.py": f"def step_{i}(x):\n    return x + {i}\n" for i in range(RACES)}
 
 
-def _memory(race: int, repo: str = REPO) -> dict[str, Any]:
+def _memory(race: int, repo: str = REPO, category: str | None = None) -> dict[str, Any]:
     return {"repo": repo, "subject": f"step {race} adds {race}",
-            "fact": f"step_{race} returns its argument plus {race}.",
+            "fact": f"step_{race} returns its argument plus {race}.", "category": category,
             "citations": [{"path": f"src/race{race}.py", "line_start": 1, "line_end": 2}]}
 
 
-def _storer(url: str, worker: int, barrier: Any, results: Any) -> None:
+def _storer(url: str, worker: int, barrier: Any, results: Any, category: str | None) -> None:
     """Store each race's memory the moment the rival processes store it too."""
     outcomes: list[Outcome] = []
     try:
@@ -42,11 +43,11 @@ def _storer(url: str, worker: int, barrier: Any, results: Any) -> None:
                                 actor=f"worker-{worker}")
         try:
             # Warmed up first (imports, the first fingerprint), so the races start together.
-            service.store(_memory(0, repo=f"acme/warm{worker}"))
+            service.store(_memory(0, repo=f"acme/warm{worker}", category=category))
             for race in range(RACES):
                 barrier.wait(timeout=60)
                 try:
-                    stored = service.store(_memory(race))
+                    stored = service.store(_memory(race, category=category))
                     outcomes.append((stored.id, stored.duplicate))
                 except VerifiedMemoryError as exc:  # reported to the parent
                     outcomes.append(f"error: {exc}")
@@ -56,13 +57,15 @@ def _storer(url: str, worker: int, barrier: Any, results: Any) -> None:
         results.put((worker, outcomes))
 
 
-def store_at_once(url: str, workers: int) -> dict[int, list[Outcome]]:
+def store_at_once(url: str, workers: int, *,
+                  category: str | None = None) -> dict[int, list[Outcome]]:
     """Each of ``workers`` spawned processes stores every race's memory at ``url``, all
-    at once; what each did, by worker."""
+    at once (of ``category``: one that needs approval makes them pending); what each
+    did, by worker."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(workers)
     results = ctx.Queue()
-    processes = [ctx.Process(target=_storer, args=(url, w, barrier, results))
+    processes = [ctx.Process(target=_storer, args=(url, w, barrier, results, category))
                  for w in range(workers)]
     for process in processes:
         process.start()
@@ -73,17 +76,20 @@ def store_at_once(url: str, workers: int) -> dict[int, list[Outcome]]:
     return outcomes
 
 
-def check_stored_once(url: str, outcomes: dict[int, list[Outcome]]) -> None:
-    """Each race left one memory: one process created it, the others refreshed it."""
+def check_stored_once(url: str, outcomes: dict[int, list[Outcome]], *,
+                      status: Status = Status.ACTIVE) -> None:
+    """Each race left one memory (in ``status``): one process created it, the others
+    refreshed it."""
     workers = len(outcomes)
     store = open_store(url)
     try:
         for race in range(RACES):
             stored = [outcomes[w][race] for w in range(workers)]
             assert all(isinstance(s, tuple) for s in stored), stored
-            memories = store.by_path(REPO, f"src/race{race}.py")
+            memories = store.find(REPO, MemoryFilter(path=f"src/race{race}.py"), limit=None)
             assert len(memories) == 1, (race, stored)
             (memory,) = memories
+            assert memory.status is status
             assert sorted(s[1] for s in stored if isinstance(s, tuple)) == [False] + [
                 True] * (workers - 1)
             assert {s[0] for s in stored if isinstance(s, tuple)} == {memory.id}

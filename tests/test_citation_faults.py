@@ -12,6 +12,7 @@ A pass's time budget turns what it had no time for into ``unverifiable``, saying
 from __future__ import annotations
 
 import errno
+import hashlib
 import itertools
 import json
 import os
@@ -167,6 +168,50 @@ def test_a_submodule_or_a_directory_in_place_of_the_file_is_named(
     found, detail = outcome(service, second)
     assert (found, detail) == (Outcome.MISSING, f"b.py is a directory at {repo.head[:12]}, "
                                                 "not a file")
+
+
+def lfs_pointer(content: bytes) -> str:
+    """A Git LFS pointer file, as `git lfs` commits it in place of ``content``."""
+    return ("version https://git-lfs.github.com/spec/v1\n"
+            f"oid sha256:{hashlib.sha256(content).hexdigest()}\nsize {len(content)}\n")
+
+
+TABLE = "id,name\n1,alpha\n2,beta\n"
+LFS_NOW = ("data/{name} is stored with Git LFS: verification compares LFS pointers, not "
+           "the content they point to")
+LFS_THEN = ("data/{name} was stored with Git LFS when cited: the citation is of its LFS "
+            "pointer, not of the content")
+
+
+@pytest.mark.parametrize(("before", "after", "found", "said", "hint"), [
+    # The object changed: a pointer with another oid and size.
+    (lfs_pointer(b"weights v1"), lfs_pointer(b"weights, version 2"), Outcome.MISSING,
+     "the cited code is no longer in the file", LFS_NOW),
+    # Another oid, the same size: two of the three lines survive.
+    (lfs_pointer(b"weights v1"), lfs_pointer(b"weights v2"), Outcome.CHANGED,
+     "67% of the cited lines survive at data/{name}:1-3", LFS_NOW),
+    # Moved into LFS (git lfs migrate import), and out of it.
+    (TABLE, lfs_pointer(TABLE.encode()), Outcome.MISSING,
+     "the cited code is no longer in the file", LFS_NOW),
+    (lfs_pointer(TABLE.encode()), TABLE + "3,gamma\n", Outcome.MISSING,
+     "the cited code is no longer in the file", LFS_THEN),
+    # No pointer on either side: no hint.
+    (TABLE, "id,name\n1,one\n2,two\n", Outcome.MISSING,
+     "the cited code is no longer in the file", None),
+], ids=["object-changed", "same-size", "into-lfs", "out-of-lfs", "no-lfs"])
+def test_a_citation_of_a_file_stored_with_git_lfs_says_pointers_are_compared(
+        repo: GitRepo, service: MemoryService, before: str, after: str, found: Outcome,
+        said: str, hint: str | None) -> None:
+    name = f"t{next(_CLAIMS)}.csv"
+    repo.write(".gitattributes", "*.csv filter=lfs diff=lfs merge=lfs -text\n")
+    repo.write(f"data/{name}", before)
+    repo.commit("data")
+    memory = remember(service, f"data/{name}", (1, 3))
+    repo.write(f"data/{name}", after)
+    repo.commit("new data")
+    outcome_now, detail = outcome(service, memory)
+    assert outcome_now is found
+    assert detail == said.format(name=name) + (f"; {hint.format(name=name)}" if hint else "")
 
 
 # --------------------------------------------------------------------------- symbolic links

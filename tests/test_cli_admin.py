@@ -229,8 +229,21 @@ def test_log_names_the_possible_conflicts_a_memory_was_stored_with(
 
 
 def test_a_repository_log_cut_by_compaction_says_how_to_see_the_archive(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _log_cut_by_compaction(capsys, monkeypatch)
+
+
+@pytest.mark.postgres
+def test_a_postgres_log_cut_by_compaction_says_how_to_see_the_archive(
         repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-        db: Path) -> None:
+        pg_url: str) -> None:
+    monkeypatch.setenv("VMEM_DATABASE_URL", pg_url)
+    _log_cut_by_compaction(capsys, monkeypatch)
+
+
+def _log_cut_by_compaction(capsys: pytest.CaptureFixture[str],
+                           monkeypatch: pytest.MonkeyPatch) -> None:
     first = store(capsys, "First", "src/app.py:1-2", "--created-by", "alice")
     monkeypatch.setenv("VMEM_ACTOR", "bob")
     ok(capsys, "invalidate", first[:8], "--reason", "the retry loop went away")

@@ -30,7 +30,7 @@ from verified_memory import LocalGitSource, MemoryService
 from verified_memory.cli import main
 from verified_memory.dashboard import build, pages, render_page
 from verified_memory.dashboard.data import collect
-from verified_memory.dashboard.detail import memory_detail, memory_details
+from verified_memory.dashboard.detail import audit_trail, memory_detail, memory_details
 from verified_memory.dashboard.page import anchor, describe, render_detail_page
 from verified_memory.dashboard.server import DashboardServer, Pages, start
 from verified_memory.errors import NotFound, ValidationError, VerifiedMemoryError
@@ -141,6 +141,27 @@ def test_details_carry_citations_history_and_the_audit_trail(service: MemoryServ
     assert kinds.count(EventKind.VERIFIED_VALID) == 5
     assert valid.earlier == 0
     assert valid.memory.citations[0].path == "src/a.py"
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_memory_trail_keeps_what_compaction_archived(kind: str, tmp_path: Path) -> None:
+    with MemoryService(open_store(kind, tmp_path)) as service:
+        store = service.memories
+        seed(store)
+        # m-valid's `created` (40 days ago) and a verdict (20 days ago) go to the archive.
+        assert store.archive_events(NOW - timedelta(days=14)) > 2
+        valid = memory_detail(service, "m-valid")
+        kinds = [e.kind for e in valid.trail]
+        assert kinds[:2] == [EventKind.CREATED, EventKind.VERIFIED_VALID]  # oldest first
+        assert kinds.count(EventKind.VERIFIED_VALID) == 5  # as before compaction
+        assert (valid.earlier, valid.archived) == (0, 2)
+        html = render_detail_page(valid)
+        assert "2 of these events were archived by <code>vmem db compact</code>" in html
+        assert "<code>vmem log m-valid</code>" in html
+        # Cut by the limit: the archived events are the earlier ones, none shown.
+        trail, earlier, archived = audit_trail(service, "m-valid", limit=3)
+        assert (len(trail), earlier, archived) == (3, len(kinds) - 3, 0)
+        assert "archived by" not in render_detail_page(memory_detail(service, "m-fresh"))
 
 
 # --------------------------------------------------------------------------- verdicts only

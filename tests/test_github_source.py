@@ -9,6 +9,7 @@ leaks. No test sleeps: the source's ``sleep`` is a recorder.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import Callable, Iterator
@@ -417,6 +418,87 @@ def test_a_404_from_compare_is_no_answer_and_is_asked_again(
     again = make_source()
     assert again.contained([old], tip) == {old}
     assert again.requests == 1  # asked again, not read from disk
+
+
+def _edit_listing(change: Callable[[dict[str, Any]], object]) -> Callable[[Path], None]:
+    """A hand edit of a cached listing that keeps it valid JSON."""
+
+    def edit(path: Path) -> None:
+        head, _, body = path.read_bytes().partition(b"\n")
+        doc = json.loads(body or head)  # the value (or, before digests, the whole doc)
+        change(doc if body else doc["value"])
+        path.write_bytes(head + b"\n" + json.dumps(doc).encode() if body
+                         else json.dumps(doc).encode())
+
+    return edit
+
+
+@pytest.mark.parametrize("damage", [
+    pytest.param(lambda p: p.write_bytes(b"\x00\xff not json"), id="garbage"),
+    pytest.param(lambda p: p.write_bytes(p.read_bytes()[:40]), id="cut-short"),
+    pytest.param(lambda p: p.write_text("[" * 100_000), id="nested-too-deep"),
+    pytest.param(_edit_listing(lambda v: v["files"].update(dict.fromkeys(v["files"], 7))),
+                 id="blob-ids-edited"),
+    pytest.param(_edit_listing(lambda v: v["files"].clear()), id="files-emptied"),
+    pytest.param(_edit_listing(lambda v: v.update(truncated=True, files={},
+                                                  dirs={"src": "zz"})), id="dirs-edited"),
+])
+def test_a_damaged_tree_cache_is_dropped_and_rebuilt_never_a_verdict(
+    rsps: responses.RequestsMock, fake: FakeGitHub, make_source: Callable[..., GitHubSource],
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: Callable[[Path], None],
+) -> None:
+    old = fake.refs["main"]
+    lines = ["def main():", "    return 1"]
+    citation = Citation("src/app.py", 1, 2, old, git_blob_sha(FILES["src/app.py"].encode()),
+                        fingerprint_lines(lines, 1, 2))
+    new = fake.commit({**FILES, "src/app.py": "# moved down\n" + FILES["src/app.py"]})
+    fake.install(rsps)
+
+    def outcome() -> tuple[Outcome, str]:
+        [check] = Verifier(make_source()).check([citation], new)
+        return check.outcome, check.detail
+
+    assert outcome() == (Outcome.RELOCATED, "moved within the file to src/app.py:2-3")
+    listings = sorted((tmp_path / "cache" / "github").rglob("commits/*.json"))
+    assert listings
+    for path in listings:
+        damage(path)
+    caplog.set_level(logging.WARNING, logger="verified_memory")
+    # Each damaged listing: ignored and asked again, with one line; never a verdict.
+    assert outcome() == (Outcome.RELOCATED, "moved within the file to src/app.py:2-3")
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == len(listings), said
+    assert all("damaged" in line and "commits" in line for line in said), said
+    # Rebuilt: the next pass reads it from the disk, and says nothing.
+    caplog.clear()
+    source = make_source()
+    assert Verifier(source).check([citation], new)[0].outcome is Outcome.RELOCATED
+    assert source.requests == 0  # the tree from the disk, the blobs too
+    assert caplog.records == []
+
+
+def test_json_cache_drops_a_damaged_entry_once_and_misses_an_older_one(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache = JsonCache(tmp_path)
+    cache.put("ns", "k", {"files": {"a.py": "b" * 40}})
+    [path] = (tmp_path / "ns").iterdir()
+    assert cache.get("ns", "k") == {"files": {"a.py": "b" * 40}}
+    path.write_bytes(path.read_bytes().replace(b"b" * 40, b"c" * 40))  # valid JSON still
+    caplog.set_level(logging.WARNING, logger="verified_memory")
+    assert cache.get("ns", "k") is None
+    assert [r.getMessage() for r in caplog.records] == [
+        f"cache entry {path} is damaged (its contents do not match their digest): "
+        "dropped, it is asked for again"]
+    assert not path.exists()
+    assert cache.get("ns", "k") is None  # gone: said once
+    assert len(caplog.records) == 1
+    # An entry of an older version (no digest) is a plain miss, and is written anew.
+    path.write_text('{"key": "k", "value": {"files": {}}}')
+    assert cache.get("ns", "k") is None
+    assert len(caplog.records) == 1
+    cache.put("ns", "k", [1])
+    assert cache.get("ns", "k") == [1]
+
 
 # --------------------------------------------------------------------------- renames
 

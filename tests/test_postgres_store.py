@@ -654,6 +654,14 @@ def test_processes_storing_the_same_memory_at_once_store_it_once(pg_url: str) ->
     check_stored_once(pg_url, store_at_once(pg_url, workers=3))
 
 
+def test_processes_proposing_the_same_pending_memory_at_once_queue_it_once(
+        pg_url: str) -> None:
+    """The same for a memory that waits for approval: checked against those waiting
+    inside the transaction that queues it."""
+    check_stored_once(pg_url, store_at_once(pg_url, workers=3, category="business_rule"),
+                      status=Status.PENDING)
+
+
 def test_a_guarded_add_waits_for_the_one_before_it_and_sees_its_memory(
         store: PostgresStore, pg_url: str) -> None:
     """Deterministic version of the race: the second add waits on the repository's

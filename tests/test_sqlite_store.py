@@ -774,6 +774,17 @@ def test_processes_storing_the_same_memory_at_once_store_it_once(db_path: Path) 
     check_stored_once(url, store_at_once(url, workers=3))
 
 
+def test_processes_proposing_the_same_pending_memory_at_once_queue_it_once(
+        db_path: Path) -> None:
+    """A memory that waits for approval is checked against those already waiting in the
+    transaction that queues it: of three processes proposing one at once, one queues it
+    and the others refresh that one."""
+    SQLiteStore(db_path).close()
+    url = f"sqlite:///{db_path}"
+    check_stored_once(url, store_at_once(url, workers=3, category="business_rule"),
+                      status=Status.PENDING)
+
+
 def test_a_store_made_before_the_quality_columns_migrates_in_place(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Migration 4 widens the status check of migration 1 (SQLite cannot alter one) and

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -33,6 +33,7 @@ __all__ = [
     "acting_as",
     "cut_by_archive",
     "describe",
+    "in_order",
     "named_memory",
     "resolve_id",
     "short_ids",
@@ -144,9 +145,15 @@ def _query(kinds: Sequence[EventKind] | None, reads: bool, since: datetime | Non
 
 def _with_archive(store: MemoryStore, query: dict[str, Any],
                   limit: int) -> list[TelemetryEvent]:
-    found = [*store.events(**query), *store.events(**query, archived=True)]
-    found.sort(key=lambda e: (e.at, e.id or 0), reverse=True)
+    found = in_order([*store.events(**query), *store.events(**query, archived=True)],
+                     newest=True)
     return found[:limit]
+
+
+def in_order(events: Iterable[TelemetryEvent], *, newest: bool) -> list[TelemetryEvent]:
+    """Events of the live table and the archive in one order: by time, then id (an
+    event keeps its id in the archive), oldest or ``newest`` first."""
+    return sorted(events, key=lambda e: (e.at, e.id or 0), reverse=newest)
 
 
 def short_ids(ids: list[str]) -> dict[str, str]:

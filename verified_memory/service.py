@@ -55,7 +55,6 @@ from verified_memory.quality import (
 )
 from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo
 from verified_memory.store.base import (
-    CITING_LIMIT,
     MemoryStore,
     add_unless_duplicate,
     citing_code,
@@ -263,13 +262,6 @@ class MemoryService:
         self.telemetry.flush()  # not from inside the store's write below
         detail: dict[str, Any] = {}
         if built.status is Status.PENDING:
-            # Waiting for a person: a copy of a memory already waiting is that memory
-            # (the queue is not filled with one rule proposed in every session); one
-            # that repeats an active memory is a duplicate of it, as below.
-            waiting = self._pending_copy(built)
-            refreshed = None if waiting is None else self._refresh_if_still(waiting, built)
-            if refreshed is not None:
-                return Stored(refreshed, duplicate=True)
             detail["pending"] = f"category {built.category} needs approval"
         repeated: list[Memory] = []
         conflicts: tuple[str, ...] = ()
@@ -278,6 +270,13 @@ class MemoryService:
             # Asked where the store adds (under its write lock), so that another
             # process storing the same memory at once is seen.
             nonlocal conflicts
+            # Waiting for a person: a copy of a memory already waiting is that memory
+            # (the queue is not filled with one rule proposed in every session); one
+            # that repeats an active memory is a duplicate of it, as below.
+            waiting = self._pending_copy(built, citing)
+            if waiting is not None:
+                repeated.append(waiting)
+                return None
             novelty = classify(built, citing, self.policy)
             if novelty.duplicate_of is not None:
                 repeated.append(novelty.duplicate_of)
@@ -298,17 +297,13 @@ class MemoryService:
         raise Conflict(f"could not store the memory in {built.repo}: the memory it repeats "
                        f"changed {STORE_ATTEMPTS} times while it was stored; try again")
 
-    def _pending_copy(self, memory: Memory) -> Memory | None:
-        """The pending memory that says what ``memory`` says about the same code, if
-        one is waiting (``quality.classify``'s rule, over the pending memories citing
-        its files). Checked before the add, not under the store's lock: a person
-        approves either copy."""
-        waiting: dict[str, Memory] = {}
-        for path in dict.fromkeys(c.path for c in memory.citations):
-            for m in self.memories.find(memory.repo, MemoryFilter(status=Status.PENDING,
-                                                                  path=path),
-                                        limit=CITING_LIMIT):
-                waiting.setdefault(m.id, m)
+    def _pending_copy(self, memory: Memory, citing: Sequence[Memory]) -> Memory | None:
+        """The pending memory that says what a pending ``memory`` says about the same
+        code, if one is waiting (``quality.classify``'s rule, over the pending memories
+        among ``citing``: ``store.base.repeat_candidates``, read where the store adds)."""
+        if memory.status is not Status.PENDING:
+            return None
+        waiting = {m.id: m for m in citing if m.status is Status.PENDING}
         # classify weighs active memories: the waiting ones are weighed as if they were.
         novelty = classify(memory, [replace(m, status=Status.ACTIVE)
                                     for m in waiting.values()], self.policy)

@@ -5,10 +5,12 @@ transaction, and what a store says about itself. Run unchanged on every store.""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from tests.contract.test_store import OTHER, REPO, at, cite, event, ids, mem
+from verified_memory.audit import cut_by_archive, trail
 from verified_memory.errors import NotFound, ValidationError
 from verified_memory.models import (
     EventKind,
@@ -227,6 +229,50 @@ def test_archived_events_leave_the_live_table_but_still_count(store: MemoryStore
     assert store.stats(REPO) == before
     assert store.info().archived_events == 3
     assert store.archive_events(at(4)) == 0
+
+
+def test_a_repository_trail_says_when_the_archive_holds_what_it_would_list(
+        store: MemoryStore) -> None:
+    _trail(store)
+    store.archive_events(at(4))  # m1's created, retrieved and checked
+
+    def kinds(events: list[TelemetryEvent]) -> list[str]:
+        return [e.kind.value for e in events]
+
+    def cut(limit: int = 50, repo: str = REPO, **query: Any) -> tuple[list[str], bool]:
+        """A repository's live trail, and whether the archive cut it."""
+        asked = {"kinds": None, "reads": False, "since": None, **query}
+        shown = trail(store, None, repo=repo, limit=limit, **asked)
+        return kinds(shown), cut_by_archive(store, shown, repo=repo, limit=limit, **asked)
+
+    # The changes shown are short of the limit and `created` was archived: cut.
+    assert cut() == (["invalidated", "verified_valid"], True)
+    # A page the limit fills with events newer than the archive's is whole.
+    assert cut(limit=2) == (["invalidated", "verified_valid"], False)
+    assert cut(limit=1) == (["invalidated"], False)
+    assert cut(reads=True, limit=3) == (["invalidated", "retrieved", "verified_valid"], False)
+    assert cut(reads=True, limit=4)[1]
+    # Only what the query would list counts: the archive holds no such event.
+    assert cut(since=at(4)) == (["invalidated", "verified_valid"], False)
+    assert cut(kinds=[EventKind.VERIFIED_VALID]) == (["verified_valid"], False)
+    assert cut(kinds=[EventKind.RETRIEVED]) == (["retrieved"], True)
+    assert cut(kinds=[EventKind.CHECKED]) == ([], True)
+    assert cut(repo=OTHER, reads=True) == (["created"], False)
+    # With the archive: every event, newest first.
+    everything = trail(store, None, repo=REPO, kinds=None, reads=True, since=None, limit=50,
+                       archived=True)
+    assert [e.at for e in everything] == [at(n) for n in (6, 5, 4, 3, 2, 1)]
+    assert kinds(trail(store, None, repo=REPO, kinds=None, reads=False, since=None,
+                       limit=50, archived=True)) == ["invalidated", "verified_valid",
+                                                     "created"]
+    # A memory's trail always reads the archive.
+    assert kinds(trail(store, "m1", repo=None, kinds=None, reads=False, since=None,
+                       limit=50)) == ["invalidated", "verified_valid", "created"]
+    # A live event as old as the archive's newest (an import's) is no proof of a whole
+    # page: the page is cut.
+    store.log([event(EventKind.APPLIED, "m1", minutes=3)])
+    assert cut(reads=True, limit=4) == (
+        ["invalidated", "retrieved", "verified_valid", "applied"], True)
 
 
 # --------------------------------------------------------------------------- load

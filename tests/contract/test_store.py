@@ -208,6 +208,30 @@ def test_add_unless_duplicate_asks_about_the_memories_citing_its_lines(
     assert [e.kind for e in store.events(memory_id=new.id)] == [EventKind.CREATED]
 
 
+def test_a_pending_memory_is_asked_about_the_pending_memories_citing_its_files(
+        store: MemoryStore) -> None:
+    """For a pending memory, ``decide`` is also handed the pending memories citing the
+    files it cites (any lines: the queue holds a rule once); an active memory is
+    handed active ones only."""
+    waiting = mem("waiting", status=Status.PENDING, citations=(cite("src/app.py", 30, 40),))
+    elsewhere = mem("waiting elsewhere", status=Status.PENDING,
+                    citations=(cite("src/other.py", 1, 2),))
+    active = mem("active", citations=(cite("src/app.py", 10, 12),))
+    for m in (waiting, elsewhere, active):
+        store.add(m)
+    asked: list[list[str]] = []
+
+    def decide(found: Sequence[Memory]) -> None:
+        asked.append(sorted(m.subject for m in found))
+
+    pending = mem("new", status=Status.PENDING, citations=(cite("src/app.py", 10, 12),))
+    assert add_unless_duplicate(store, pending, decide) is False
+    assert add_unless_duplicate(store, replace(pending, status=Status.ACTIVE), decide) is False
+    assert asked == [["active", "waiting"], ["active"]]
+    with pytest.raises(NotFound):
+        store.get(pending.id)
+
+
 def test_add_unless_duplicate_told_it_repeats_one_writes_nothing(
         store: MemoryStore) -> None:
     first = mem("first")

@@ -2,8 +2,8 @@
 chain it belongs to, and its audit trail.
 
 ``audit_trail`` is the one place that decides what the trail is; it is meant to become
-whatever ``vmem log`` shows for a memory. Reads only: no ``retrieved`` event (the
-dashboard hands nothing to an agent).
+whatever ``vmem log`` shows for a memory, and like it reads the events ``vmem db compact``
+archived too. Reads only: no ``retrieved`` event (the dashboard hands nothing to an agent).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from verified_memory.audit import in_order
 from verified_memory.errors import NotFound
 from verified_memory.models import EventKind, Memory, TelemetryEvent
 
@@ -33,15 +34,23 @@ class MemoryDetail:
     history: tuple[Memory, ...]  # the supersede chain, oldest first (just the memory: none)
     trail: tuple[TelemetryEvent, ...]  # the most recent events, oldest first
     earlier: int  # events before those shown
+    archived: int  # events shown that compaction archived
 
 
 def audit_trail(service: MemoryService, memory_id: str,
-                limit: int = TRAIL_LIMIT) -> tuple[list[TelemetryEvent], int]:
+                limit: int = TRAIL_LIMIT) -> tuple[list[TelemetryEvent], int, int]:
     """What happened to a memory, oldest first: its last ``limit`` events (retrievals
-    left out), and how many earlier ones are not shown."""
-    events = service.memories.events(memory_id=memory_id, kinds=TRAIL_KINDS, limit=None)
+    left out; archived ones in, as in ``vmem log ID``), how many earlier ones are not
+    shown, and how many of those shown come from the archive."""
+    def read(archived: bool) -> list[TelemetryEvent]:
+        return service.memories.events(memory_id=memory_id, kinds=TRAIL_KINDS, limit=None,
+                                       archived=archived)
+
+    archive = read(True)
+    events = in_order([*archive, *read(False)], newest=False)
     shown = events[-limit:] if limit else []
-    return shown, len(events) - len(shown)
+    from_archive = {id(e) for e in archive}  # these objects: an event may lack a key
+    return shown, len(events) - len(shown), sum(id(e) in from_archive for e in shown)
 
 
 def memory_detail(service: MemoryService, memory_id: str) -> MemoryDetail:
@@ -63,8 +72,8 @@ def memory_details(service: MemoryService, memory_ids: Sequence[str]) -> list[Me
 def _detail(service: MemoryService, memory: Memory) -> MemoryDetail:
     chained = memory.supersedes is not None or memory.superseded_by is not None
     history = tuple(service.history(memory.id)) if chained else (memory,)
-    trail, earlier = audit_trail(service, memory.id)
-    return MemoryDetail(memory, history, tuple(trail), earlier)
+    trail, earlier, archived = audit_trail(service, memory.id)
+    return MemoryDetail(memory, history, tuple(trail), earlier, archived)
 
 
 def _get(service: MemoryService, memory_id: str) -> Memory | None:

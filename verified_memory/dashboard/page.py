@@ -284,8 +284,12 @@ def _detail(detail: MemoryDetail, *, open_: bool = False) -> str:
         f'<li><a href="#{anchor(h.id)}">{_text(h.subject)}</a> '
         f'<span class="status {h.status.value}">{h.status.value}</span>'
         f"{' (this memory)' if h.id == m.id else ''}</li>" for h in detail.history)
-    earlier = (f'<p class="note">{detail.earlier} earlier events not shown.</p>'
-               if detail.earlier else "")
+    notes = (f'<p class="note">{detail.earlier} earlier events not shown.</p>'
+             if detail.earlier else "")
+    if detail.archived:
+        notes += (f'<p class="note">{detail.archived} of these events were archived by '
+                  "<code>vmem db compact</code>; they are part of the trail, as in "
+                  f"<code>vmem log {_text(m.id)}</code>.</p>")
     trail = _table(("When", "Event", "By", "Detail"), [
         [_when(e.at), f'<span class="event {e.kind.value}">{e.kind.value}</span>',
          _text(e.actor or NONE), _text(describe(e))] for e in detail.trail],
@@ -297,7 +301,7 @@ def _detail(detail: MemoryDetail, *, open_: bool = False) -> str:
             + "</dl><h4>Citations</h4>" + citations
             + f'<h4>History</h4><ol class="history">{history}</ol>'
             + '<h4>Audit trail</h4><p class="note">Retrievals are counted in the funnel, not '
-            "listed here.</p>" + earlier + trail + "</details>")
+            "listed here.</p>" + notes + trail + "</details>")
 
 
 def describe(event: TelemetryEvent) -> str:

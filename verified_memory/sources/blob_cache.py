@@ -10,8 +10,10 @@ Invariants:
 - Every write is atomic (a temporary file in the same directory, then ``os.replace``),
   so a reader sees a whole entry or none, even with several processes sharing the
   directory.
-- A blob is checked against its sha when read back (``git_blob_sha``): a damaged or
-  foreign file is dropped and reported as a miss, never returned.
+- A blob is checked against its sha when read back (``git_blob_sha``), a JSON document
+  against the digest written with it: a damaged or foreign file is dropped (one log
+  line) and reported as a miss, never returned, so it is asked for again and rewritten.
+  A damaged cache is never a verdict, and never keeps a pass from reading the code.
 - The cache is best effort: a full disk or a read-only directory makes it a no-op
   (logged), never an error. It is an optimisation, not a source of truth.
 - Files are created 0600 inside a 0700 directory: blobs of private repositories are
@@ -132,6 +134,10 @@ class JsonCache:
     of a ref (revalidated on every use), a commit's file listing and a tree's listing
     (immutable, keyed by object id). Namespaces holding immutable entries are bounded
     by count, least recently used first out, so a busy branch does not fill the disk.
+
+    A file is a header line, ``{"key": ..., "sha256": ...}``, then the value as JSON;
+    the digest is the value's bytes', so a file edited or damaged by hand (valid JSON
+    or not) is told from one this class wrote without parsing the value.
     """
 
     #: Prune a namespace at most once per this many writes to it (pruning lists it).
@@ -153,23 +159,45 @@ class JsonCache:
         return self.root / namespace / f"{name}.json"
 
     def get(self, namespace: str, key: str) -> Any | None:
-        """The document stored under ``key``, or None (absent or unreadable)."""
+        """The document stored under ``key``, or None: absent, unreadable, written by an
+        older version (no digest), or damaged (dropped, with one log line)."""
         path = self._path(namespace, key)
         try:
             raw = path.read_bytes()
-            doc = json.loads(raw)
-        except (OSError, ValueError):
+        except OSError:
             return None
-        if not isinstance(doc, dict) or doc.get("key") != key:
-            return None  # a hash collision or a foreign file: a miss, never a wrong answer
+        head, _, body = raw.partition(b"\n")
+        try:
+            header = json.loads(head)
+        except (ValueError, RecursionError):
+            return self._damaged(path, "not a cache entry")
+        if isinstance(header, dict) and "value" in header and "sha256" not in header:
+            return None  # an older version's entry: asked again, and rewritten
+        if not isinstance(header, dict) or header.get("key") != key:
+            return self._damaged(path, "not the entry of its key")
+        if header.get("sha256") != hashlib.sha256(body).hexdigest():
+            return self._damaged(path, "its contents do not match their digest")
+        try:
+            value = json.loads(body)
+        except (ValueError, RecursionError):  # a digest over bad JSON: forged by hand
+            return self._damaged(path, "not JSON")
         with contextlib.suppress(OSError):
             os.utime(path)  # recently used: pruned last
-        return doc.get("value")
+        return value
+
+    @staticmethod
+    def _damaged(path: Path, why: str) -> None:
+        log.warning("cache entry %s is damaged (%s): dropped, it is asked for again",
+                    path, why)
+        with contextlib.suppress(OSError):
+            path.unlink()
 
     def put(self, namespace: str, key: str, value: Any, *, keep: int | None = None) -> None:
         """Store ``value``; with ``keep``, bound the namespace to that many documents."""
         path = self._path(namespace, key)
-        data = json.dumps({"key": key, "value": value}, separators=(",", ":")).encode()
+        body = json.dumps(value, separators=(",", ":")).encode()
+        header = {"key": key, "sha256": hashlib.sha256(body).hexdigest()}
+        data = json.dumps(header, separators=(",", ":")).encode() + b"\n" + body
         try:
             atomic_write(path, data)
         except OSError as exc:

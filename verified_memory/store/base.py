@@ -46,6 +46,7 @@ __all__ = [
     "AddsUnlessDuplicate",
     "ClosingStore",
     "Decide",
+    "Finds",
     "FindsNeverApplied",
     "MemoryStore",
     "ReadsByPath",
@@ -53,6 +54,7 @@ __all__ = [
     "add_unless_duplicate",
     "citing_code",
     "oldest_never_applied",
+    "repeat_candidates",
     "search_hits",
 ]
 
@@ -194,9 +196,11 @@ class MemoryStore(Protocol):
 #: Memories each citation of a new memory brings as candidates it may repeat.
 CITING_LIMIT = 100
 
-#: Given the active memories citing what a new memory cites: the events to write with
-#: it, or None when it repeats one of them (then nothing is written).
-#: ``MemoryService.store`` asks ``quality.classify``, which also names its conflicts.
+#: Given the memories a new memory may repeat (``repeat_candidates``: the active ones
+#: citing what it cites; for a pending memory, the pending ones citing its files too):
+#: the events to write with it, or None when it repeats one of them (then nothing is
+#: written). ``MemoryService.store`` asks ``quality.classify``, which also names its
+#: conflicts.
 Decide = Callable[[Sequence[Memory]], Sequence[TelemetryEvent] | None]
 
 
@@ -206,6 +210,14 @@ class ReadsByPath(Protocol):
 
     def __call__(self, repo: str, path: str, *, lines: tuple[int, int] | None = None,
                  limit: int = 50) -> list[Memory]: ...
+
+
+class Finds(Protocol):
+    """``MemoryStore.find`` as the duplicate check calls it: a store's own, or its
+    reading inside the write transaction it holds."""
+
+    def __call__(self, repo: str, where: MemoryFilter | None = None, *,
+                 limit: int | None = 50) -> list[Memory]: ...
 
 
 def citing_code(by_path: ReadsByPath, memory: Memory) -> list[Memory]:
@@ -219,6 +231,19 @@ def citing_code(by_path: ReadsByPath, memory: Memory) -> list[Memory]:
     return list(found.values())
 
 
+def repeat_candidates(by_path: ReadsByPath, find: Finds, memory: Memory) -> list[Memory]:
+    """What ``add_unless_duplicate`` hands ``decide``, each memory once: ``citing_code``,
+    and for a pending memory the pending memories citing the files it cites (a rule
+    proposed in every session waits in the queue once)."""
+    found = {m.id: m for m in citing_code(by_path, memory)}
+    if memory.status is Status.PENDING:
+        for path in dict.fromkeys(c.path for c in memory.citations):
+            for other in find(memory.repo, MemoryFilter(status=Status.PENDING, path=path),
+                              limit=CITING_LIMIT):
+                found.setdefault(other.id, other)
+    return list(found.values())
+
+
 @runtime_checkable
 class AddsUnlessDuplicate(Protocol):
     """A store that checks for a duplicate and adds in one transaction."""
@@ -228,7 +253,7 @@ class AddsUnlessDuplicate(Protocol):
 
 
 def add_unless_duplicate(store: MemoryStore, memory: Memory, decide: Decide) -> bool:
-    """``store.add(memory, events)`` with the events ``decide(citing_code(memory))``
+    """``store.add(memory, events)`` with the events ``decide(repeat_candidates(...))``
     gives, unless it gives None (the memory repeats one): then nothing is written.
     Whether the memory was added.
 
@@ -241,7 +266,7 @@ def add_unless_duplicate(store: MemoryStore, memory: Memory, decide: Decide) -> 
     memory that lands in between is not seen."""
     if isinstance(store, AddsUnlessDuplicate):
         return store.add_unless_duplicate(memory, decide)
-    events = decide(citing_code(store.by_path, memory))
+    events = decide(repeat_candidates(store.by_path, store.find, memory))
     if events is None:
         return False
     store.add(memory, events)

@@ -51,7 +51,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
-from verified_memory.store.base import Decide, citing_code
+from verified_memory.store.base import Decide, repeat_candidates
 from verified_memory.store.views import ViewQuery
 
 __all__ = ["InMemoryStore"]
@@ -95,7 +95,7 @@ class InMemoryStore:
         validate_memory(memory)
         stored = normalize_memory(memory)
         with self._open():  # checked and added under the one lock
-            events = decide(citing_code(self._by_path, stored))
+            events = decide(repeat_candidates(self._by_path, self._find, stored))
             if events is None:
                 return False
             validate_events(events)
@@ -293,10 +293,15 @@ class InMemoryStore:
 
     def find(self, repo: str, where: MemoryFilter | None = None, *,
              limit: int | None = 50) -> list[Memory]:
-        bound = check_limit(limit)
         with self._open():
-            keeps = (where or MemoryFilter()).keeps
-            chosen = [m for m in self._memories.values() if m.repo == repo and keeps(m)]
+            return self._find(repo, where, limit=limit)
+
+    def _find(self, repo: str, where: MemoryFilter | None = None, *,
+              limit: int | None = 50) -> list[Memory]:
+        """``find``; call with the lock held."""
+        bound = check_limit(limit)
+        keeps = (where or MemoryFilter()).keeps
+        chosen = [m for m in self._memories.values() if m.repo == repo and keeps(m)]
         return _newest_first(chosen)[:bound]
 
     def match_ids(self, prefix: str, *, limit: int = 10) -> list[str]:

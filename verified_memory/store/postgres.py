@@ -78,7 +78,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
-from verified_memory.store.base import ClosingStore, Decide, citing_code
+from verified_memory.store.base import ClosingStore, Decide, repeat_candidates
 from verified_memory.store.views import ViewQuery, normalize_row, sql_select
 
 if TYPE_CHECKING:
@@ -346,7 +346,13 @@ class PostgresStore(ClosingStore):
                     cur.execute(BY_PATH_SQL, _by_path_params(repo, path, lines, limit))
                     return [memory_from_json(r) for r in cur.fetchall()]
 
-                events = decide(citing_code(by_path, memory))
+                def find(repo: str, where: MemoryFilter | None = None, *,
+                         limit: int | None = 50) -> list[Memory]:
+                    cur.execute(FIND_SQL, find_params(repo, where or MemoryFilter(),
+                                                      check_limit(limit)))
+                    return [memory_from_json(r) for r in cur.fetchall()]
+
+                events = decide(repeat_candidates(by_path, find, memory))
                 if events is None:
                     return False
                 cur.execute("select agent_memory_add(%s, %s)",
@@ -525,11 +531,7 @@ class PostgresStore(ClosingStore):
     def find(self, repo: str, where: MemoryFilter | None = None, *,
              limit: int | None = 50) -> list[Memory]:
         params = find_params(repo, where or MemoryFilter(), check_limit(limit))
-        rows = self._fetch(
-            "listing memories",
-            "select * from agent_memory_find(%(p_repo)s, %(p_status)s, %(p_category)s, "
-            "%(p_tag)s, %(p_path)s, %(p_created_by)s, %(p_since)s, %(p_limit)s)",
-            params)
+        rows = self._fetch("listing memories", FIND_SQL, params)
         return [memory_from_json(r) for r in rows]
 
     def match_ids(self, prefix: str, *, limit: int = 10) -> list[str]:
@@ -695,6 +697,8 @@ IMPORT_SQL = ("select agent_memory_import(%s, %s, %s) as counts "
 ADD_LOCK = 0x766D6164  # "vmad"
 ADD_LOCK_SQL = "select pg_advisory_xact_lock(%s::integer, hashtext(%s))"
 BY_PATH_SQL = "select * from agent_memory_by_path(%s, %s, %s, %s, %s, %s, %s)"
+FIND_SQL = ("select * from agent_memory_find(%(p_repo)s, %(p_status)s, %(p_category)s, "
+            "%(p_tag)s, %(p_path)s, %(p_created_by)s, %(p_since)s, %(p_limit)s)")
 
 
 def _by_path_params(repo: str, path: str, lines: tuple[int, int] | None, limit: int,

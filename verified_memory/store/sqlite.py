@@ -87,7 +87,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
-from verified_memory.store.base import ClosingStore, Decide, citing_code
+from verified_memory.store.base import ClosingStore, Decide, repeat_candidates
 from verified_memory.store.sqlite_views import DASHBOARD_MIGRATION
 from verified_memory.store.views import ViewQuery, as_text, normalize_row, sql_select
 
@@ -435,7 +435,11 @@ class SQLiteStore(ClosingStore):
                         limit: int = 50) -> list[Memory]:
                 return self._by_path(conn, repo, path, lines=lines, limit=limit)
 
-            events = decide(citing_code(by_path, memory))
+            def find(repo: str, where: MemoryFilter | None = None, *,
+                     limit: int | None = 50) -> list[Memory]:
+                return self._find(conn, repo, where, limit)
+
+            events = decide(repeat_candidates(by_path, find, memory))
             if events is None:
                 return False
             self._insert_memory(conn, memory, rows)
@@ -760,9 +764,14 @@ class SQLiteStore(ClosingStore):
 
     def find(self, repo: str, where: MemoryFilter | None = None, *,
              limit: int | None = 50) -> list[Memory]:
-        bound = _sql_limit(limit)
         with self._read("listing memories") as conn:
-            return self._hydrate(conn, _admin.find(conn, repo, where or MemoryFilter(), bound))
+            return self._find(conn, repo, where, limit)
+
+    def _find(self, conn: sqlite3.Connection, repo: str, where: MemoryFilter | None,
+              limit: int | None) -> list[Memory]:
+        """``find`` on ``conn`` (in a transaction that holds it, or under the lock)."""
+        return self._hydrate(conn, _admin.find(conn, repo, where or MemoryFilter(),
+                                               _sql_limit(limit)))
 
     def match_ids(self, prefix: str, *, limit: int = 10) -> list[str]:
         with self._read("resolving an id") as conn:

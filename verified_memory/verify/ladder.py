@@ -15,7 +15,9 @@ Each citation climbs the ladder of docs/ARCHITECTURE.md until a step decides:
 Faults stay with the citation they hit: a blob the repository lacks (a shallow or
 partial clone), a cited file that grew past ``MAX_FILE_BYTES`` or is no longer UTF-8
 make that citation ``unverifiable`` (a path that became a symbolic link, a submodule or
-a directory is ``missing``, saying so), and the pass goes on. Within a pass's time
+a directory is ``missing``, saying so), and the pass goes on. A ``missing`` or ``changed``
+citation of a file stored with Git LFS (git holds a pointer in its place, now or when
+cited) says so: the ladder compares pointers, not the content. Within a pass's time
 budget (``verified_memory.budget``) each citation first checks the deadline: once it
 is spent, the rest of the pass is ``unverifiable``, saying it was not checked and why.
 
@@ -29,18 +31,23 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Container, Mapping, Sequence
+from dataclasses import replace
 
 from verified_memory import budget as budgets
-from verified_memory.anchors.hashing import BLANK
+from verified_memory.anchors.hashing import BLANK, line_hashes
 from verified_memory.errors import NotFound, SourceUnavailable
 from verified_memory.models import Citation, CitationCheck, Location, Outcome
 from verified_memory.sources.base import CodeSource, CountsRequests, DescribesEntries
 from verified_memory.verify.files import FileCache, FileText
 
 __all__ = [
-    "CHANGED_THRESHOLD", "Locator", "Verifier", "best_partial", "find_runs", "locate_in_file",
-    "widen",
+    "CHANGED_THRESHOLD", "LFS_POINTER", "Locator", "Verifier", "best_partial", "find_runs",
+    "locate_in_file", "widen",
 ]
+
+#: How a Git LFS pointer file begins (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md).
+LFS_POINTER = "version https://git-lfs.github.com/spec/v1\n"
+_LFS_FIRST_LINE = line_hashes(LFS_POINTER.splitlines())
 
 #: Share of a citation's non-blank lines that must survive together, at one place,
 #: for the code to count as ``changed`` rather than ``missing``.
@@ -173,11 +180,37 @@ class Verifier:
             budget = budgets.current()
             if budget is not None:
                 budget.check()
-            return self._climb(citation, revision, tree)
+            check = self._climb(citation, revision, tree)
+            if check.outcome in (Outcome.MISSING, Outcome.CHANGED):
+                return self._lfs_hint(check, tree.get(citation.path))
+            return check
         except SourceUnavailable as exc:
             return _unverifiable(citation, exc)
         except NotFound as exc:  # an object the tree names is not there: no verdict
             return _unverifiable(citation, exc, " (a shallow or partial clone lacks it?)")
+
+    def _lfs_hint(self, check: CitationCheck, blob: str | None) -> CitationCheck:
+        """A broken citation of a file stored with Git LFS says so: git holds a pointer
+        (``LFS_POINTER``) in place of the content, and the ladder compares those."""
+        c = check.citation
+        if self._is_lfs_pointer(blob):
+            hint = (f"{c.path} is stored with Git LFS: verification compares LFS pointers, "
+                    "not the content they point to")
+        elif _cites_a_pointer(c) and self._is_lfs_pointer(c.blob_sha):
+            hint = (f"{c.path} was stored with Git LFS when cited: the citation is of its "
+                    "LFS pointer, not of the content")
+        else:
+            return check
+        return replace(check, detail=f"{check.detail}; {hint}")
+
+    def _is_lfs_pointer(self, blob: str | None) -> bool:
+        if blob is None:
+            return False
+        try:
+            file = self.files.get(blob)
+        except (SourceUnavailable, NotFound):  # no hint then, and still the verdict
+            return False
+        return file is not None and file.text.startswith(LFS_POINTER)
 
     def _climb(self, c: Citation, revision: str, tree: Mapping[str, str]) -> CitationCheck:
         blob = tree.get(c.path)
@@ -270,6 +303,13 @@ class Locator:
 
 
 _PLAIN = Locator()
+
+
+def _cites_a_pointer(citation: Citation) -> bool:
+    """Whether the citation begins with an LFS pointer's first line (its hashes say so:
+    the cited blob is read only then)."""
+    return (citation.line_start == 1
+            and citation.fingerprint.line_hashes[:1] == _LFS_FIRST_LINE)
 
 
 def _unverifiable(citation: Citation, exc: Exception, hint: str = "") -> CitationCheck:
