@@ -24,6 +24,10 @@ Design points:
 * Each blob is parsed at most once per process run: :class:`DefinitionIndex` keeps an
   LRU cache keyed by (language, blob sha or text digest). The module-level functions use
   one shared index.
+* A question about one place (the anchor of a citation) lists only the definitions
+  around it (:func:`_around`, the query's captures limited to one node) from a tree the
+  index keeps; on a large file that is a small part of listing every definition, with
+  the same answer (the node is widened where a definition reaches outside its code).
 * Missing grammars never crash anything: :func:`language_for` still answers and parsing
   returns no definitions, so such files fall back to line hashes alone.
 """
