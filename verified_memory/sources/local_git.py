@@ -720,12 +720,13 @@ def parse_ls_tree(output: bytes, special: dict[str, str] | None = None) -> dict[
 
 
 def parse_raw_diff(output: bytes) -> tuple[list[Rename], list[str]]:
-    """``git diff-tree -r -z --raw -M`` output -> (renames and deletions in git's order,
-    as ``parse_name_status`` gives them; the paths whose content is new there: added,
-    renamed, or whose blob changed or that were no regular file before).
+    """``git diff-tree -r -z --raw -M`` (or ``git diff``) output -> (renames, with git's
+    similarity, and deletions, in git's order; the paths whose content is new there:
+    added, renamed, or whose blob changed or that were no regular file before).
 
     Each record is ``:<mode> <mode> <sha> <sha> <status>`` then one path, or two for
-    renames and copies."""
+    renames and copies (``R<score>`` / ``C<score>``). Copies leave the old path in place,
+    so they are no rename."""
     tokens = output.split(b"\0")
     renames: list[Rename] = []
     changed: list[str] = []
@@ -747,29 +748,3 @@ def parse_raw_diff(output: bytes) -> tuple[list[Rename], list[str]]:
         elif old_sha != new_sha or not old_mode.startswith("100"):
             changed.append(path)  # not a change of mode alone
     return renames, changed
-
-
-def parse_name_status(output: bytes) -> list[Rename]:
-    """``git diff --name-status -z`` output -> renames and deletions, in git's order.
-
-    Each record is a status token then one path, or two for renames and copies
-    (``R<score>`` / ``C<score>``). Copies leave the old path in place, so they are not
-    reported; additions and modifications are not either.
-    """
-    tokens = output.split(b"\0")
-    found: list[Rename] = []
-    i = 0
-    while i < len(tokens) and tokens[i]:
-        status = tokens[i].decode("ascii", "replace")
-        if status[:1] in ("R", "C"):
-            old, new = decode_path(tokens[i + 1]), decode_path(tokens[i + 2])
-            i += 3
-            if status[0] == "R":
-                score = int(status[1:]) if status[1:].isdigit() else 100
-                found.append(Rename(old, new, score))
-        else:
-            path = decode_path(tokens[i + 1])
-            i += 2
-            if status == "D":
-                found.append(Rename(path, None))
-    return found

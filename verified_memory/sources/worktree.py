@@ -50,7 +50,7 @@ from verified_memory.sources.local_git import (
     check_ref,
     check_repository,
     decode_path,
-    parse_name_status,
+    parse_raw_diff,
     run_git,
 )
 
@@ -169,13 +169,13 @@ class WorktreeSource(ClosingSource):
             try:
                 check_ref(base, self.root)
                 proc = run_git(
-                    self.root, "diff", "--no-color", "--no-ext-diff", "--name-status", "-z",
-                    "--find-renames", "--diff-filter=DR", base, "--",
+                    self.root, "diff", "--no-color", "--no-ext-diff", "--raw", "--no-abbrev",
+                    "-z", "--find-renames", "--diff-filter=DR", base, "--",
                 )
             except (NotFound, SourceUnavailable):
                 continue
             if proc.returncode == 0:
-                return parse_name_status(proc.stdout)
+                return parse_raw_diff(proc.stdout)[0]
         return []
 
     def main_line(self, branch: str | None = None) -> MainLine | None:
