@@ -81,12 +81,7 @@ def test_cli_reads_github_outside_a_working_copy(rsps: responses.RequestsMock, t
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     from verified_memory.cli import main
 
-    fake = FakeGitHub("octo/demo")
-    fake.commit({"src/app.py": APP})
-    fake.install(rsps)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
-    monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    fake = _cli_on_github(rsps, tmp_path, monkeypatch)
     with pytest.raises(SystemExit) as done:
         main(["store", "--repo", "octo/demo", "--ref", "main", "--subject", "Retries",
               "--fact", "three", "--cite", "src/app.py:2", "--json"])
@@ -116,17 +111,25 @@ def _vmem(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     return answer
 
 
-def _stored_then_moved(rsps: responses.RequestsMock, tmp_path: Path,
-                       monkeypatch: pytest.MonkeyPatch,
-                       capsys: pytest.CaptureFixture[str]) -> FakeGitHub:
-    """A memory stored through the CLI at main's tip; then main moved its code down, so
-    a pass reads the changed file and places the memory (compare) before its verdict."""
+def _cli_on_github(rsps: responses.RequestsMock, tmp_path: Path,
+                   monkeypatch: pytest.MonkeyPatch) -> FakeGitHub:
+    """octo/demo on a fake GitHub with src/app.py on main; the CLI run outside any
+    working copy, with a token and a SQLite store of its own."""
     fake = FakeGitHub("octo/demo")
     fake.commit({"src/app.py": APP})
     fake.install(rsps)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    return fake
+
+
+def _stored_then_moved(rsps: responses.RequestsMock, tmp_path: Path,
+                       monkeypatch: pytest.MonkeyPatch,
+                       capsys: pytest.CaptureFixture[str]) -> FakeGitHub:
+    """A memory stored through the CLI at main's tip; then main moved its code down, so
+    a pass reads the changed file and places the memory (compare) before its verdict."""
+    fake = _cli_on_github(rsps, tmp_path, monkeypatch)
     _vmem(capsys, "store", "--repo", "octo/demo", "--ref", "main", "--subject", "Retries",
           "--fact", "three", "--cite", "src/app.py:1-3")
     fake.commit({"src/app.py": "# header\n\n" + APP})
