@@ -590,7 +590,8 @@ class LocalGitSource(ClosingSource):
             reply = self._catfile.query(name)
         if isinstance(reply, str) or reply.type != "tree":
             return None
-        entries = parse_tree_object(reply.body)
+        # an object id is 20 bytes in a sha1 repository, 32 in a sha256 one
+        entries = parse_tree_object(reply.body, len(reply.sha) // 2)
         if name != reply.sha:  # a commit's root (``<commit>^{tree}``): under both names
             self._tree_objects.put(reply.sha, entries)
         return self._tree_objects.put(name, entries)
@@ -658,16 +659,16 @@ class _Tree(Mapping[str, str]):
         return self._listing().values()
 
 
-def parse_tree_object(body: bytes) -> dict[bytes, tuple[bytes, str]]:
-    """A raw tree object (``<mode> <name>\\0<20-byte sha>`` per entry) -> name ->
-    (mode, hex sha)."""
+def parse_tree_object(body: bytes, id_size: int = 20) -> dict[bytes, tuple[bytes, str]]:
+    """A raw tree object (``<mode> <name>\\0<id>`` per entry, the id ``id_size`` bytes:
+    20 for sha1, 32 for sha256) -> name -> (mode, hex sha)."""
     entries: dict[bytes, tuple[bytes, str]] = {}
     at, end = 0, len(body)
     while at < end:
         space = body.index(b" ", at)
         nul = body.index(b"\0", space)
-        entries[body[space + 1:nul]] = (body[at:space], body[nul + 1:nul + 21].hex())
-        at = nul + 21
+        entries[body[space + 1:nul]] = (body[at:space], body[nul + 1:nul + 1 + id_size].hex())
+        at = nul + 1 + id_size
     return entries
 
 
