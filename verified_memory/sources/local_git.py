@@ -569,27 +569,27 @@ class LocalGitSource(ClosingSource):
 
     def _walk(self, commit: str, path: str) -> str | None:
         entries = self._tree_entries(f"{commit}^{{tree}}")
-        parts = path.encode("utf-8", "surrogateescape").split(b"/")
-        for depth, name in enumerate(parts):
-            entry = entries.get(name) if entries is not None else None
-            if entry is None:
+        *folders, file = path.encode("utf-8", "surrogateescape").split(b"/")
+        for name in folders:
+            mode, sha = entries.get(name, (b"", ""))
+            if mode != b"40000":  # nothing, a file, a link or a submodule on the way
                 return None
-            mode, sha = entry
-            if depth == len(parts) - 1:
-                return sha if mode.startswith(b"100") else None  # not a link or submodule
-            entries = self._tree_entries(sha) if mode == b"40000" else None
-        return None
+            entries = self._tree_entries(sha)
+        mode, sha = entries.get(file, (b"", ""))
+        return sha if mode.startswith(b"100") else None  # not a link or submodule
 
-    def _tree_entries(self, name: str) -> dict[bytes, tuple[bytes, str]] | None:
-        """A tree object's entries, name -> (mode, sha), read once; None if ``name`` is
-        not a tree here."""
+    def _tree_entries(self, name: str) -> dict[bytes, tuple[bytes, str]]:
+        """A tree object's entries, name -> (mode, sha), read once. ``name`` is a
+        resolved commit's root or a tree its trees name, so one git cannot read is a
+        broken or partial repository: ``SourceUnavailable``, never a path that is not
+        there (as ``git ls-tree`` fails on it)."""
         cached = self._tree_objects.get(name)
         if cached is not None:
             return cached
         with self._lock:
             reply = self._catfile.query(name)
         if isinstance(reply, str) or reply.type != "tree":
-            return None
+            raise SourceUnavailable(f"git cannot read the tree {name} in {self.path}")
         # an object id is 20 bytes in a sha1 repository, 32 in a sha256 one
         entries = parse_tree_object(reply.body, len(reply.sha) // 2)
         if name != reply.sha:  # a commit's root (``<commit>^{tree}``): under both names
