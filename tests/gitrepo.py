@@ -43,10 +43,10 @@ def git_env() -> dict[str, str]:
 class GitRepo:
     """``git init`` in ``path``; write files, commit, and run any git command there."""
 
-    def __init__(self, path: Path, *, bare: bool = False) -> None:
+    def __init__(self, path: Path, *, bare: bool = False, object_format: str = "sha1") -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        self.run("init", "-q", *(["--bare"] if bare else []))
+        self.run("init", "-q", f"--object-format={object_format}", *(["--bare"] if bare else []))
         for key, value in (
             ("user.name", "test"),
             ("user.email", "test@example.com"),

@@ -416,6 +416,38 @@ def test_a_commit_asked_about_many_paths_is_listed_instead(
         assert _git_processes(spy, "ls-tree") == 1  # the fourth path: one listing
 
 
+def test_a_tree_object_git_cannot_read_is_no_missing_path(repo: GitRepo) -> None:
+    """A directory whose tree object is gone (a broken or partial repository) cannot be
+    read: ``SourceUnavailable``, as listing the commit fails, never "no such file"."""
+    head = repo.head
+    tree_sha = repo.run("rev-parse", "HEAD:src")
+    (repo.path / ".git" / "objects" / tree_sha[:2] / tree_sha[2:]).unlink()
+    with LocalGitSource(repo.path) as source:
+        tree = source.tree(head)
+        assert tree.get("README.md") == repo.blob("README.md")
+        with pytest.raises(SourceUnavailable, match="cannot read the tree"):
+            tree.get("src/app.py")
+        with pytest.raises(SourceUnavailable):
+            dict(tree.items())
+
+
+def test_a_sha256_repository_is_read_through_its_tree_objects(tmp_path: Path) -> None:
+    """Object ids of 32 bytes in tree objects (``git init --object-format=sha256``):
+    paths are found as the listing finds them, not misread as 20-byte ids."""
+    repo = GitRepo(tmp_path / "repo", object_format="sha256")
+    repo.write("src/deep/app.py", "def main():\n    return 1\n")
+    repo.write("README.md", "# demo\n")
+    head = repo.commit("first")
+    with LocalGitSource(repo.path) as source:
+        tree = source.tree(head)
+        assert len(head) == 64
+        assert tree.get("src/deep/app.py") == repo.blob("src/deep/app.py")
+        assert tree.get("README.md") == repo.blob("README.md")
+        assert tree.get("src/deep") is None
+        assert dict(tree.items()) == {"README.md": repo.blob("README.md"),
+                                      "src/deep/app.py": repo.blob("src/deep/app.py")}
+
+
 @symlinks
 def test_changed_paths_are_the_files_whose_blob_changed(repo: GitRepo) -> None:
     """From the rename diff: added, edited, renamed, and a link become a file; not a

@@ -569,28 +569,29 @@ class LocalGitSource(ClosingSource):
 
     def _walk(self, commit: str, path: str) -> str | None:
         entries = self._tree_entries(f"{commit}^{{tree}}")
-        parts = path.encode("utf-8", "surrogateescape").split(b"/")
-        for depth, name in enumerate(parts):
-            entry = entries.get(name) if entries is not None else None
-            if entry is None:
+        *folders, file = path.encode("utf-8", "surrogateescape").split(b"/")
+        for name in folders:
+            mode, sha = entries.get(name, (b"", ""))
+            if mode != b"40000":  # nothing, a file, a link or a submodule on the way
                 return None
-            mode, sha = entry
-            if depth == len(parts) - 1:
-                return sha if mode.startswith(b"100") else None  # not a link or submodule
-            entries = self._tree_entries(sha) if mode == b"40000" else None
-        return None
+            entries = self._tree_entries(sha)
+        mode, sha = entries.get(file, (b"", ""))
+        return sha if mode.startswith(b"100") else None  # not a link or submodule
 
-    def _tree_entries(self, name: str) -> dict[bytes, tuple[bytes, str]] | None:
-        """A tree object's entries, name -> (mode, sha), read once; None if ``name`` is
-        not a tree here."""
+    def _tree_entries(self, name: str) -> dict[bytes, tuple[bytes, str]]:
+        """A tree object's entries, name -> (mode, sha), read once. ``name`` is a
+        resolved commit's root or a tree its trees name, so one git cannot read is a
+        broken or partial repository: ``SourceUnavailable``, never a path that is not
+        there (as ``git ls-tree`` fails on it)."""
         cached = self._tree_objects.get(name)
         if cached is not None:
             return cached
         with self._lock:
             reply = self._catfile.query(name)
         if isinstance(reply, str) or reply.type != "tree":
-            return None
-        entries = parse_tree_object(reply.body)
+            raise SourceUnavailable(f"git cannot read the tree {name} in {self.path}")
+        # an object id is 20 bytes in a sha1 repository, 32 in a sha256 one
+        entries = parse_tree_object(reply.body, len(reply.sha) // 2)
         if name != reply.sha:  # a commit's root (``<commit>^{tree}``): under both names
             self._tree_objects.put(reply.sha, entries)
         return self._tree_objects.put(name, entries)
@@ -658,16 +659,16 @@ class _Tree(Mapping[str, str]):
         return self._listing().values()
 
 
-def parse_tree_object(body: bytes) -> dict[bytes, tuple[bytes, str]]:
-    """A raw tree object (``<mode> <name>\\0<20-byte sha>`` per entry) -> name ->
-    (mode, hex sha)."""
+def parse_tree_object(body: bytes, id_size: int = 20) -> dict[bytes, tuple[bytes, str]]:
+    """A raw tree object (``<mode> <name>\\0<id>`` per entry, the id ``id_size`` bytes:
+    20 for sha1, 32 for sha256) -> name -> (mode, hex sha)."""
     entries: dict[bytes, tuple[bytes, str]] = {}
     at, end = 0, len(body)
     while at < end:
         space = body.index(b" ", at)
         nul = body.index(b"\0", space)
-        entries[body[space + 1:nul]] = (body[at:space], body[nul + 1:nul + 21].hex())
-        at = nul + 21
+        entries[body[space + 1:nul]] = (body[at:space], body[nul + 1:nul + 1 + id_size].hex())
+        at = nul + 1 + id_size
     return entries
 
 
