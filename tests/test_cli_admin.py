@@ -326,11 +326,14 @@ def test_forget_deletes_the_text_and_keeps_a_tombstone(
 
 
 def test_forget_a_whole_repository_needs_yes(
-        repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        repo: GitRepo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
     for n in range(3):
         store(capsys, f"Memory {n}", f"src/app.py:{1 + 4 * n}-{2 + 4 * n}")
-    other = ok(capsys, "store", "--repo", "acme/other", "--subject", "Elsewhere", "--fact", "f",
-               "--cite", "src/app.py:1-2", "--json")
+    elsewhere = GitRepo.project(tmp_path / "other", {"src/app.py": "A = 1\nB = 2\n"},
+                                origin="https://github.com/acme/other.git")
+    other = ok(capsys, "-C", str(elsewhere.path), "store", "--subject", "Elsewhere", "--fact",
+               "f", "--cite", "src/app.py:1-2", "--json")
     monkeypatch.setattr("sys.stdin", io.StringIO(""))  # not a terminal: no question asked
     code, _, err = vmem(capsys, "forget", "--repo", "acme/app", "--all", "--reason", "gone")
     assert code == 1

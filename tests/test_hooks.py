@@ -303,6 +303,24 @@ def test_hook_errors_never_block_the_agent(cli: GitRepo, capsys: pytest.CaptureF
     assert err.startswith("vmem: error: ")
 
 
+@pytest.mark.parametrize("bad", ["/tmp/a\x00b", "/tmp/\ud800"])  # NUL; a lone surrogate
+def test_a_path_no_file_system_takes_is_no_path(cli: GitRepo, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               bad: str) -> None:
+    """JSON can spell paths no file system can take: the hook reads them as absent, as it
+    does a path that is not a string, never as a traceback."""
+    assert HookInput.parse({"cwd": bad, "transcript_path": bad}) == HookInput()
+    code, out, err = hook(capsys, monkeypatch, {"cwd": str(cli.path), "transcript_path": bad},
+                          "hook", "stop")
+    assert (code, out, err) == (0, "", "")  # no transcript it can read: quiet
+    code, out, err = hook(capsys, monkeypatch, {"cwd": bad, "prompt": "MAX_RETRIES"},
+                          "hook", "prompt")
+    assert (code, out) == (1, "")
+    assert err.startswith("vmem: error: ")
+    assert err.count("\n") == 1, err
+    assert "not inside a git working copy" in err
+
+
 def test_the_hook_runs_under_the_context_time_limit(cli: GitRepo, service: MemoryService,
                                                     capsys: pytest.CaptureFixture[str],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:

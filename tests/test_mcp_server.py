@@ -844,3 +844,48 @@ def test_forget_is_served_only_when_allowed(
     again = as_client(server, "cursor", FORGET_TOOL, memory_id=stored["id"], reason="again")
     assert again.is_error
     assert "not found" in again.content[0].text  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------------------- whose code
+
+
+def test_a_working_copy_is_never_the_code_of_another_repository(
+        repo: GitRepo, db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool call (or a command) naming another repository than the working copy's is
+    not answered with the working copy's code: at its main line's tip that was a verdict
+    on code the memory never cited (acme/lib's memory invalidated because acme/app has
+    no lib.py). Without another source for it, its code is unavailable: no verdict."""
+    from verified_memory.cli.env import Env
+
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    lib = GitRepo.project(tmp_path / "lib", {"lib.py": "RETRIES = 3\nBACKOFF = 2\n"},
+                          origin="https://github.com/acme/lib.git")
+    with MemoryService(SQLiteStore(db), LocalGitSource(lib.path)) as at_lib:
+        stored = at_lib.store({"repo": "acme/lib", "subject": "Retries", "fact": "Three.",
+                               "citations": [{"path": "lib.py", "line_start": 1}]}).memory
+        at_lib.verify([stored.id], apply=True)  # judged at lib's main line once
+        before = at_lib.get(stored.id)
+    assert before.verified_commit is not None
+    server = build_server(lambda: Env(str(db), repo.path).service(create=True),
+                          default_repo=REPO)  # as `vmem mcp` run in acme/app builds it
+    for tool, arguments in (("memory_get_recent", {}), ("memory_search", {"query": "Retries"}),
+                            ("memory_read_citation", {"path": "src/config.py",
+                                                      "line_start": 1})):
+        message = error(call(server, tool, repo="acme/lib", **arguments))
+        assert "code unavailable" in message
+        assert "acme/lib" in message
+    monkeypatch.chdir(repo.path)
+    monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{db}")
+    code, out, err = vmem(capsys, "verify", "--repo", "acme/lib")
+    assert code == 1, out
+    assert err.count("\n") == 1, err
+    with MemoryService(SQLiteStore(db), LocalGitSource(lib.path)) as at_lib:
+        after = at_lib.get(stored.id)
+    assert (after.status, after.verified_commit) == (Status.ACTIVE, before.verified_commit)
+    # The working copy's own repository, and one whose remotes name no hosted repository
+    # (nothing tells it is another's), are read from it as before.
+    assert ok(call(server, "memory_read_citation", path="src/config.py", line_start=1))
+    repo.run("remote", "remove", "origin")
+    assert ok(call(server, "memory_read_citation", repo="acme/lib", path="src/config.py",
+                   line_start=1))

@@ -22,6 +22,7 @@ client expects on stdout differs (``output``); which client has which hook is
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -128,12 +129,24 @@ class HookInput:
         prompt, transcript = data.get("prompt"), data.get("transcript_path")
         loops = data.get("loop_count")
         return cls(
-            cwd=Path(cwd) if isinstance(cwd, str) and cwd else None,
+            cwd=_path(cwd),
             prompt=prompt if isinstance(prompt, str) else None,
-            transcript=Path(transcript) if isinstance(transcript, str) and transcript else None,
+            transcript=_path(transcript),
             continuing=data.get("stop_hook_active") is True
             or (isinstance(loops, int) and loops > 0),
         )
+
+
+def _path(value: object) -> Path | None:
+    """A path the input gives, or None for one no file system can take (not a string,
+    empty, a NUL byte, a lone surrogate JSON can spell): read as absent, like a missing one."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        encoded = os.fsencode(value)
+    except UnicodeError:
+        return None
+    return None if b"\0" in encoded else Path(value)
 
 
 # --------------------------------------------------------------------------- contexts

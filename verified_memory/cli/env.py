@@ -128,8 +128,13 @@ class Env:
                              policy=QualityPolicy.from_env())
 
     def _source(self, repo: str, worktree: bool, settings: Settings) -> CodeSource:
+        """The working copy when it holds ``repo`` (never another repository's code:
+        verdicts on it would judge code a memory never cited), else GitHub."""
+        from verified_memory.sources.discovery import other_repo
+
         wc = self.working_copy
-        if wc is not None:
+        other = other_repo(wc, repo) if wc is not None else None
+        if wc is not None and other is None:
             from verified_memory.sources.local_git import LocalGitSource
             from verified_memory.sources.worktree import WorktreeSource
 
@@ -138,9 +143,10 @@ class Env:
             from verified_memory.sources.github import GitHubSource
 
             return GitHubSource.from_settings(repo, settings)
+        here = f" ({wc} is a working copy of {other})" if other is not None else ""
         raise SourceUnavailable(
-            f"cannot read the code of {repo}: run inside its working copy, pass -C DIR, "
-            "or set GITHUB_TOKEN to read it from GitHub")
+            f"cannot read the code of {repo}{here}: run inside its working copy, pass -C "
+            "DIR, or set GITHUB_TOKEN to read it from GitHub")
 
 
 @contextmanager

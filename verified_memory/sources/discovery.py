@@ -23,6 +23,7 @@ from verified_memory.sources.local_git import run_git
 __all__ = [
     "checked_out_branch",
     "find_working_copy",
+    "other_repo",
     "parse_remote_url",
     "remote_host",
     "remote_url",
@@ -75,6 +76,25 @@ def no_repo_named(working_copy: str | os.PathLike[str], remote: str = "origin") 
         return f"{working_copy} has no {remote} remote"
     shown = f" ({url})" if "://" not in url or url.startswith("file://") else ""
     return f"the {remote} remote of {working_copy}{shown} names no hosted owner/name"
+
+
+def other_repo(working_copy: str | os.PathLike[str], repo: str) -> str | None:
+    """The repository ``working_copy`` holds when it is not ``repo``: its remotes name
+    hosted repositories (``origin`` first), none of them ``repo`` (owner and name compared
+    as GitHub does, ignoring case). None when one is ``repo``, or when no remote names a
+    hosted repository (nothing tells the working copy is another's)."""
+    proc = run_git(Path(working_copy), "remote", "-v")
+    if proc.returncode != 0:
+        return None
+    named: list[tuple[bool, str]] = []
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        name, _, rest = line.partition("\t")
+        found = parse_remote_url(rest.rsplit(" (", 1)[0])
+        if found is not None:
+            if found.lower() == repo.lower():
+                return None
+            named.append((name != "origin", found))
+    return min(named)[1] if named else None
 
 
 def remote_url(working_copy: str | os.PathLike[str], remote: str = "origin") -> str | None:
