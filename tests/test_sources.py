@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -400,6 +401,44 @@ def test_a_tree_answers_paths_without_listing_the_commit(
         assert {p: b for p, b in found.items() if b is not None} == {
             p: listed[p] for p in found if p in listed}
         assert set(listed) == {"README.md", "src/app.py", "bin/run.sh", "deep/er/still/x.py"}
+
+
+#: The source forked workers inherit (``test_forked_processes_read_through_their_own_pipe``).
+_inherited_source: LocalGitSource | None = None
+
+
+def _read_inherited(path: str) -> tuple[str | None, bytes, int]:
+    """In a forked worker: ``path``'s blob at HEAD, read through the inherited source, and
+    the pid of the cat-file process that answered."""
+    assert _inherited_source is not None
+    blob = _inherited_source.tree("HEAD").get(path)
+    data = _inherited_source.read_blob(blob) if blob is not None else b""
+    proc = _inherited_source._catfile.proc
+    return blob, data, proc.pid if proc is not None else 0
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork")
+def test_forked_processes_read_through_their_own_pipe(repo: GitRepo) -> None:
+    """Workers forked from a process whose source has a cat-file running (the bulk check
+    forks them) read through a cat-file of their own: on their parent's pipe they would
+    read each other's replies (a tree looked up path by path reads through it)."""
+    global _inherited_source
+    with LocalGitSource(repo.path) as source:
+        source.resolve("HEAD")  # the parent's cat-file is running
+        parent = source._catfile.proc
+        assert parent is not None
+        _inherited_source = source
+        try:
+            with multiprocessing.get_context("fork").Pool(3) as pool:
+                answers = pool.map_async(_read_inherited, ["README.md", "src/app.py"] * 6
+                                         ).get(timeout=60)
+        finally:
+            _inherited_source = None
+        assert [(blob, data) for blob, data, _ in answers] == [
+            (repo.blob(p), (repo.path / p).read_bytes()) for p in ["README.md", "src/app.py"] * 6]
+        assert parent.pid not in {pid for _, _, pid in answers}
+        assert source._catfile.proc is parent  # the parent's pipe is still its own
+        assert source.read_blob(repo.blob("README.md")) == (repo.path / "README.md").read_bytes()
 
 
 def test_a_commit_asked_about_many_paths_is_listed_instead(

@@ -223,6 +223,7 @@ class _CatFile:
         self.path = path
         self.proc: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize[[subprocess.Popen[bytes]], _CatFile] | None = None
+        self._pid = 0  # the process that started ``proc``
 
     def _start(self) -> subprocess.Popen[bytes]:
         try:
@@ -239,8 +240,18 @@ class _CatFile:
             raise SourceUnavailable(f"could not start git cat-file in {self.path}: {exc}") from exc
         # Stop the process even if the owner is garbage-collected without close().
         self._finalizer = weakref.finalize(self, _stop, proc)
-        self.proc = proc
+        self.proc, self._pid = proc, os.getpid()
         return proc
+
+    def _own(self) -> subprocess.Popen[bytes]:
+        """This process's cat-file: a forked worker (``verify/bulk.py``) that reads through
+        a source it inherited starts its own, and leaves its parent's pipe to the parent
+        (two processes on one pipe would read each other's replies)."""
+        if self.proc is not None and self._pid != os.getpid():
+            if self._finalizer is not None:
+                self._finalizer.detach()  # the parent's process: not ours to stop
+            self.proc = self._finalizer = None
+        return self.proc or self._start()
 
     def close(self) -> None:
         if self._finalizer is not None:
@@ -257,7 +268,7 @@ class _CatFile:
         must fit in the pipe's buffer: see ``_BATCH``). A dead process or a garbled
         reply discards the process (the next query starts a fresh one) and raises
         ``SourceUnavailable``."""
-        proc = self.proc or self._start()
+        proc = self._own()
         stdin, stdout = proc.stdin, proc.stdout
         assert stdin is not None
         assert stdout is not None

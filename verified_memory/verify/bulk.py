@@ -23,6 +23,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from verified_memory.errors import (
@@ -251,6 +252,8 @@ def _check_in_workers(source: Reopenable, items: Sequence[Item], ref: str, revis
     global _inherited
     pieces = _pieces(items, jobs * _PIECES_PER_JOB)
     results: list[CheckedCitation | None] = [None] * len(items)
+    # listed once here, for every worker (a tree not listed yet looks paths up as asked)
+    tree = MappingProxyType(dict(tree.items()))
     _inherited = (source, ref, revision, tree, locator, require_sha)
     try:
         with multiprocessing.get_context("fork").Pool(
