@@ -44,10 +44,13 @@ def test_the_read_only_role_reads_every_view_and_writes_nothing(url: str) -> Non
             conn.execute(f"select * from {view}").fetchall()
         repos = conn.execute("select distinct repo from agent_memory_quality").fetchall()
         assert {r[0] for r in repos} == {"acme/api", "acme/web"}
+        # a memory's whole trail, as vmem dashboard reads it: the archive too
+        conn.execute("select * from agent_memory_telemetry_archive").fetchall()
         for write in ("insert into agent_memory_telemetry (kind, repo) values "
                       "('retrieved', 'acme/api')",
                       "update agent_memory set status = 'invalid'",
-                      "select agent_memory_log('[]'::jsonb)"):
+                      "select agent_memory_log('[]'::jsonb)",
+                      "delete from agent_memory_telemetry_archive"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(write)
 
