@@ -23,7 +23,14 @@ from verified_memory import (
     ValidationError,
 )
 from verified_memory.anchors.fingerprint import fingerprint_lines
-from verified_memory.models import Citation, CitationCheck, Location, Transition, utcnow
+from verified_memory.models import (
+    Citation,
+    CitationCheck,
+    Location,
+    MemoryFilter,
+    Transition,
+    utcnow,
+)
 from verified_memory.sources.base import git_blob_sha
 from verified_memory.sources.fake import DictSource
 from verified_memory.sources.local_git import LocalGitSource
@@ -227,6 +234,17 @@ def test_reads_by_lines_past_any_integer_are_refused_in_one_line(
             service.search_by_path(REPO, "src/config.py", lines)
         with pytest.raises(ValidationError, match="<= 2147483647"):
             service.memories.by_path(REPO, "src/config.py", lines=lines)
+
+
+@pytest.mark.parametrize("path", ["", "../etc/passwd", "a\x00b"])
+def test_a_bad_path_to_read_by_is_named_once(service: MemoryService, path: str) -> None:
+    """``memory_search_by_path`` and ``vmem list --path`` say ``path ...``, not
+    ``path.path ...`` (the path was checked as a citation's)."""
+    for read in (lambda: service.search_by_path(REPO, path),
+                 lambda: service.list_memories(REPO, where=MemoryFilter(path=path))):
+        with pytest.raises(ValidationError, match=r"^path ") as info:
+            read()
+        assert "path.path" not in str(info.value)
 
 
 def test_unknown_ref_is_a_clear_error(service: MemoryService) -> None:

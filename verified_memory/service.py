@@ -40,6 +40,7 @@ from verified_memory.models import (
     Tombstone,
     Transition,
     Verification,
+    normalize_path,
     parse_citation,
     slot_maker,
     utcnow,
@@ -503,7 +504,7 @@ class MemoryService:
                                  "lines")
             path, lines = ref.path, (ref.line_start, ref.line_end)
         else:
-            path = parse_citation({"path": path, "line_start": 1}, "path").path
+            path = normalize_path(path)
         asked = limit
         while True:  # safe mode leaves some out: read further until the limit is kept
             found = self.memories.by_path(repo, path, lines=lines, limit=asked,
@@ -997,8 +998,7 @@ class MemoryService:
         validate_repo(repo)
         _check_limit(limit)
         if where is not None and where.path is not None:
-            where = replace(where, path=parse_citation(
-                {"path": where.path, "line_start": 1}, "path").path)
+            where = replace(where, path=normalize_path(where.path))
         return self.memories.find(repo, where, limit=limit)
 
     def audit(self, memory_id: str | None = None, *, repo: str | None = None,
