@@ -322,9 +322,7 @@ class LocalGitSource(ClosingSource):
         self._trees: BoundedCache[str, Mapping[str, str]] = BoundedCache(_MAX_CACHED_TREES)
         self._views: BoundedCache[str, _Tree] = BoundedCache(_MAX_CACHED_TREES)  # per commit
         self._commits: set[str] = set()  # full shas known to name commits here
-        # commit -> the paths looked up without a listing, and their blobs
-        self._walks: BoundedCache[str, dict[str, str | None]] = BoundedCache(_MAX_CACHED_TREES)
-        # tree objects read to look paths up (``_lookup``): name -> (mode, sha)
+        # tree objects read to look paths up (``_walk``): name -> (mode, sha)
         self._tree_objects: BoundedCache[str, dict[bytes, tuple[bytes, str]]] = BoundedCache(
             _MAX_TREE_OBJECTS)
         # What the trees leave out: symbolic links, submodules.
@@ -445,7 +443,7 @@ class LocalGitSource(ClosingSource):
     def entry_kind(self, revision: str, path: str) -> str | None:
         """What ``path`` is at ``revision`` when the tree leaves it out: 'a symbolic
         link', 'a submodule', 'a directory'; None when it is a file or nothing."""
-        commit = revision if FULL_SHA.fullmatch(revision) else self.resolve(revision)
+        commit = self._commit(revision)
         files = self._listing(commit)
         special = self._special.get(commit) or {}
         if path in special:
@@ -563,22 +561,9 @@ class LocalGitSource(ClosingSource):
             return cached
         return self._trees.put(commit, MappingProxyType(self._ls_tree(commit)))
 
-    def _lookup(self, commit: str, path: str) -> str | None:
-        """The blob sha of the regular file ``path`` at ``commit``, or None, found down
-        the tree objects from the commit's root (``_Tree`` looks in the listing first).
-        A commit asked about many paths is listed instead: past ``_WALKS_BEFORE_LISTING``
-        walks, one ``ls-tree`` costs less than the walks to come."""
-        found = self._walks.get(commit)
-        if found is None:
-            found = self._walks.put(commit, {})
-        if path in found:
-            return found[path]
-        if len(found) >= _WALKS_BEFORE_LISTING:
-            return self._listing(commit).get(path)
-        found[path] = blob = self._walk(commit, path)
-        return blob
-
     def _walk(self, commit: str, path: str) -> str | None:
+        """The blob sha of the regular file ``path`` at ``commit``, or None, found down
+        the tree objects from the commit's root."""
         entries = self._tree_entries(f"{commit}^{{tree}}")
         *folders, file = path.encode("utf-8", "surrogateescape").split(b"/")
         for name in folders:
@@ -621,24 +606,37 @@ class LocalGitSource(ClosingSource):
 
 
 class _Tree(Mapping[str, str]):
-    """A commit's regular files, path -> blob sha (``LocalGitSource.tree``): looked up
-    one path at a time until iterated, then listed whole (and every lookup is a look
-    in that listing)."""
+    """A commit's regular files, path -> blob sha (``LocalGitSource.tree``): each path
+    looked up is found down the tree objects, until the commit is iterated, listed by
+    another question (``changed_paths``) or asked about more than
+    ``_WALKS_BEFORE_LISTING`` paths (one ``ls-tree`` then costs less than the walks to
+    come); from then on every lookup is a look in that listing."""
 
-    __slots__ = ("_commit", "_files", "_source")
+    __slots__ = ("_commit", "_files", "_source", "_walked")
 
     def __init__(self, source: LocalGitSource, commit: str) -> None:
         self._source, self._commit = source, commit
         self._files: Mapping[str, str] | None = source._trees.get(commit)
+        self._walked: dict[str, str | None] = {}  # path -> blob, found without a listing
 
     def get(self, path: str, default: str | None = None) -> str | None:  # type: ignore[override]
-        files = self._files
-        if files is None:
-            files = self._files = self._source._trees.get(self._commit)
-        if files is not None:
-            return files.get(path, default)
-        found = self._source._lookup(self._commit, path) if isinstance(path, str) else None
+        found = self._files.get(path) if self._files is not None else self._find(path)
         return default if found is None else found
+
+    def _find(self, path: object) -> str | None:
+        """``path``'s blob while the commit is not listed here: walked once, or read in
+        a listing made meanwhile, or made now."""
+        if not isinstance(path, str):
+            return None
+        if path in self._walked:
+            return self._walked[path]
+        self._files = self._source._trees.get(self._commit)
+        if self._files is None and len(self._walked) >= _WALKS_BEFORE_LISTING:
+            self._files = self._source._listing(self._commit)
+        if self._files is not None:
+            return self._files.get(path)
+        found = self._walked[path] = self._source._walk(self._commit, path)
+        return found
 
     def __getitem__(self, path: str) -> str:
         blob = self.get(path)
