@@ -5,7 +5,9 @@ language's own parser, never by tree-sitter or anything in ``verified_memory``.
 * Go: ``go/ast`` (``oracles/go_oracle.go``, built once with Debian's ``golang-go``);
 * JavaScript, TypeScript: the TypeScript compiler (``oracles/ts_oracle.js``, ``typescript``
   installed from npm into the cache directory);
-* Java: javac's tree API, parse only (``oracles/JavaOracle.java``; any JDK 11+).
+* Java: javac's tree API, parse only (``oracles/JavaOracle.java``; any JDK 11+);
+* Rust: rustc's own parser (``rust_oracle.py``: ``rustc -Z unpretty=ast-tree``, any
+  rustc of 2025 or later).
 
 Each answer is kept in ``facts.sqlite`` under the cache directory, keyed by the oracle's
 version and the blob sha (blobs are immutable), so a re-run parses nothing again.
@@ -22,8 +24,11 @@ import sqlite3
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchmarks.real_history import rust_oracle
 
 __all__ = ["Decl", "Def", "Facts", "Oracles"]
 
@@ -125,7 +130,8 @@ class Oracles:
         source = {"python": Path(__file__), "go": HERE / "go_oracle.go",
                   "javascript": HERE / "ts_oracle.js", "typescript": HERE / "ts_oracle.js",
                   "tsx": HERE / "ts_oracle.js",
-                  "java": HERE / "JavaOracle.java"}[language]
+                  "java": HERE / "JavaOracle.java",
+                  "rust": Path(rust_oracle.__file__)}[language]
         return f"{language}:" + hashlib.sha1(source.read_bytes()).hexdigest()[:12]
 
     def facts(self, language: str, texts: Mapping[str, str]) -> dict[str, Facts]:
@@ -168,6 +174,10 @@ class Oracles:
     def _compute(self, language: str, texts: Mapping[str, str]) -> dict[str, dict[str, object]]:
         if language == "python":
             return {blob: python_facts(text) for blob, text in texts.items()}
+        if language == "rust":  # a rustc a file, two at a time
+            with ThreadPoolExecutor(2) as pool:
+                return dict(zip(texts, pool.map(rust_oracle.rust_facts, texts.values()),
+                                strict=True))
         ext = {"go": ".go", "javascript": ".js", "typescript": ".ts", "tsx": ".tsx",
                "java": ".java"}[language]
         with tempfile.TemporaryDirectory(prefix="vmem-oracle-") as tmp:

@@ -41,6 +41,7 @@ REPOS: tuple[Repo, ...] = (
     Repo("colinhacks/zod", "typescript", (".ts",), ("packages/zod/src/v3/types.ts",)),
     Repo("google/gson", "java", (".java",)),
     Repo("FasterXML/jackson-databind", "java", (".java",)),
+    Repo("BurntSushi/ripgrep", "rust", (".rs",), ("crates/core/main.rs",)),
 )
 
 
@@ -50,6 +51,7 @@ FAMILY: dict[str, dict[str, str]] = {
     "python": {".py": "python", ".pyi": "python"},
     "go": {".go": "go"},
     "java": {".java": "java"},
+    "rust": {".rs": "rust"},
     "javascript": {".js": "javascript", ".cjs": "javascript", ".mjs": "javascript",
                    ".jsx": "javascript", ".ts": "typescript", ".mts": "typescript",
                    ".cts": "typescript", ".tsx": "tsx"},
