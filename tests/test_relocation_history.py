@@ -679,3 +679,98 @@ def test_a_rewrapped_definition_keeps_the_blank_line_cited_after_it(history: His
     history.repo.commit("black, a registry")
     start, end = span(new, rewrapped_error)
     moved(check_one(history, cited), "net/errors.py", (start, end + 1))
+
+
+# ------------------------------------------------------------------ Rust generics renamed
+
+_MATCH_BEFORE = """\
+pub enum Match<'a> {
+    None,
+    Ignored(&'a Pattern),
+    Whitelist(&'a Pattern),
+}
+
+impl<'a> Match<'a> {
+    pub fn is_none(&self) -> bool {
+        match *self {
+            Match::None => true,
+            Match::Ignored(_) | Match::Whitelist(_) => false,
+        }
+    }
+
+    /// Inverts the match so that Ignored becomes Whitelisted.
+    pub fn invert(self) -> Match<'a> {
+        match self {
+            Match::None => Match::None,
+            Match::Ignored(pat) => Match::Whitelist(pat),
+            Match::Whitelist(pat) => Match::Ignored(pat),
+        }
+    }
+}
+
+impl From<glob::Error> for Error {
+    fn from(err: glob::Error) -> Error {
+        Error::Glob(err)
+    }
+}
+"""
+
+_MATCH_AFTER = """\
+pub enum Match<T> {
+    None,
+    Ignore(T),
+    Whitelist(T),
+}
+
+impl<T> Match<T> {
+    pub fn is_none(&self) -> bool {
+        match *self {
+            Match::None => true,
+            Match::Ignore(_) | Match::Whitelist(_) => false,
+        }
+    }
+
+    /// Inverts the match so that `Ignore` becomes `Whitelist`.
+    pub fn invert(self) -> Match<T> {
+        match self {
+            Match::None => Match::None,
+            Match::Ignore(t) => Match::Whitelist(t),
+            Match::Whitelist(t) => Match::Ignore(t),
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(err: io::Error) -> Error {
+        Error::Io(err)
+    }
+}
+"""
+
+
+def test_a_rust_method_moved_to_a_crate_whose_impl_renamed_its_generics(
+        history: History) -> None:
+    """ripgrep's shape: ``src/gitignore.rs`` becomes the ``ignore`` crate while ``impl<'a>
+    Match<'a>`` becomes ``impl<T> Match<T>`` and ``invert`` is edited. The method still
+    exists, in the new file, under the impl of the same type: ``changed`` there (its
+    anchor's name, ``impl Match<'a>::invert``, differs only in the type's generic
+    arguments). A trait impl's arguments are not renamed parameters: ``impl
+    From<glob::Error>`` is gone even though ``impl From<io::Error>`` is new, so code
+    cited in it is ``missing``."""
+    history.start({"src/gitignore.rs": _MATCH_BEFORE, "src/main.rs": "fn main() {}\n"})
+    window = ("            Match::None => Match::None,\n"
+              "            Match::Ignored(pat) => Match::Whitelist(pat),\n"
+              "            Match::Whitelist(pat) => Match::Ignored(pat),\n")
+    cited = history.cite("src/gitignore.rs", *span(_MATCH_BEFORE, window))
+    conversion = "    fn from(err: glob::Error) -> Error {\n        Error::Glob(err)\n"
+    other_impl = history.cite("src/gitignore.rs", *span(_MATCH_BEFORE, conversion))
+    history.repo.run("rm", "-q", "src/gitignore.rs")
+    history.repo.write("ignore/src/lib.rs", _MATCH_AFTER)
+    history.repo.commit("move gitignore into the ignore crate")
+    _unpaired(history, "src/gitignore.rs", "ignore/src/lib.rs")
+    moved_window, gone = history.check(cited, other_impl)
+    after = ("            Match::None => Match::None,\n"
+             "            Match::Ignore(t) => Match::Whitelist(t),\n"
+             "            Match::Whitelist(t) => Match::Ignore(t),\n")
+    changed(moved_window, "ignore/src/lib.rs", span(_MATCH_AFTER, after))
+    missing(gone)

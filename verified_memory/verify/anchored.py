@@ -396,7 +396,7 @@ class AnchorLocator(Locator, Origins):
         anchor = citation.fingerprint.anchor
         if anchor is None:
             return False
-        if all(file.mentions(word) for word in naming.words(anchor.name)):
+        if all(file.mentions(word) for word in naming.words(naming.generic_blind(anchor.name))):
             return True
         old = self._old_definition(verifier, citation)
         wanted = {h for h in (old.line_hashes if old is not None
@@ -418,7 +418,7 @@ class AnchorLocator(Locator, Origins):
         if anchor is None:
             return False
         if (naming.qualified(anchor.name) or not naming.is_function(anchor)) and all(
-                file.names(word) for word in naming.words(anchor.name)):
+                file.names(word) for word in naming.words(naming.generic_blind(anchor.name))):
             return True
         try:
             old = self._old_definition(verifier, citation)
@@ -534,6 +534,9 @@ class AnchorLocator(Locator, Origins):
             public = naming.public(anchor.name)
             tail = public.rsplit(".", 1)[-1]
             named = [d for d in defs if d.name.endswith(tail) and naming.public(d.name) == public]
+        if not named and "<" in anchor.name:  # its impl's generic parameters renamed
+            blind = naming.generic_blind(anchor.name)
+            named = [d for d in defs if "<" in d.name and naming.generic_blind(d.name) == blind]
         if not named and simple_ok and not cited_file:
             simple = naming.simple(anchor.name)
             named = [d for d in defs if naming.simple(d.name) == simple]
@@ -546,13 +549,14 @@ class AnchorLocator(Locator, Origins):
         # a method, type or constant new in this file since the citation's commit is the
         # cited one moved (a plain function name, ``main``, ``New``, ``__getattr__``,
         # names a role as often as one thing: only when it resembles the old one)
-        new_here = not cited_file and not same and best.name == anchor.name \
+        same_name = naming.generic_blind(best.name) == naming.generic_blind(anchor.name)
+        new_here = not cited_file and not same and same_name \
             and self._new_name(verifier, citation, path, anchor.name, renamed_from or {})
         fresh = new_here and (naming.qualified(anchor.name) or not naming.is_function(anchor))
         if not cited_file and not same and not fresh and not self._resembles_old(
                 verifier, citation, best, MOVED_NAMESAKE if new_here else SAME_DEFINITION):
             return None  # a namesake elsewhere, not this definition moved and edited
-        if not cited_file and best.name != anchor.name \
+        if not cited_file and not same_name \
                 and not self._new_name(verifier, citation, path, best.name, renamed_from or {},
                                        unknown=True):
             return None  # another name that was in this file already: other code
@@ -677,13 +681,18 @@ class AnchorLocator(Locator, Origins):
         not exist then, or did not define it, under its old name if git saw it renamed;
         ``unknown`` when that cannot be told). A definition of the anchor's name new there is
         the cited one, moved, however much it changed (it still exists: ``changed``); a
-        namesake that was there all along is other code."""
+        namesake that was there all along is other code, under whatever generic
+        parameters (``naming.generic_blind``)."""
         base = self._candidate_base(verifier, citation, path, renamed_from)
         if base is None:
             return unknown
         if base.old is None:
             return True
-        return not treesitter.find(self._defs(renamed_from.get(path, path), base.old), name)
+        before = self._defs(renamed_from.get(path, path), base.old)
+        if "<" not in name:
+            return not treesitter.find(before, name)
+        blind = naming.generic_blind(name)
+        return not any(naming.generic_blind(d.name) == blind for d in before)
 
     def _resembles_old(self, verifier: Verifier, citation: Citation,
                        definition: treesitter.Definition,

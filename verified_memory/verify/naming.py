@@ -9,10 +9,12 @@ import re
 
 from verified_memory.models import Anchor
 
-__all__ = ["FUNCTION_KINDS", "is_function", "last_word", "public", "qualified", "simple",
-           "words"]
+__all__ = ["FUNCTION_KINDS", "generic_blind", "is_function", "last_word", "public",
+           "qualified", "simple", "words"]
 
 _WORD = re.compile(r"\w+")
+#: A generic argument list with none inside it (``<'a>``, ``<T, U>``).
+_GENERIC_ARGUMENTS = re.compile(r"<[^<>]*>")
 
 
 #: Anchor kinds that are functions (a holder's kind is its value's: ``arrow_function``).
@@ -50,6 +52,24 @@ def public(name: str) -> str:
     """A qualified name as it reads whether its parts are private or not: without the
     leading underscores of each part (Python's convention)."""
     return ".".join(part.lstrip("_") for part in name.split("."))
+
+
+@functools.lru_cache(maxsize=4096)
+def generic_blind(name: str) -> str:
+    """A Rust impl's qualified name without the generic arguments of the type it is
+    for: ``impl Match<'a>::invert`` and ``impl Match<T>::invert`` name one method,
+    whose impl's parameters were renamed. The trait's arguments stay: ``impl From<u8>
+    for X`` and ``impl From<u16> for X`` are two impls (which is why anchors keep
+    them). Other names are returned as they are."""
+    if not name.startswith("impl ") or "<" not in name:
+        return name
+    trait, sep, target = name.removeprefix("impl ").rpartition(" for ")
+    while "<" in target:
+        stripped = _GENERIC_ARGUMENTS.sub("", target)
+        if stripped == target:
+            break  # an unbalanced ``<`` (``impl Fn() -> u8``): nothing more to drop
+        target = stripped
+    return f"impl {trait}{sep}{target}"
 
 
 def qualified(name: str) -> bool:
