@@ -96,7 +96,7 @@ def _path_name(ty: _Node | None) -> str | None:
         if nxt is None:
             nxt = next((c for c in ty.children if c.text in ("Path {", "MutTy {", "Ty {",
                                                                 "TraitRef {")), None)
-        elif not nxt.children:
+        if nxt is None or not nxt.children:
             return None
         ty = nxt if nxt.text.endswith("{") else (
             next((c for c in nxt.children if c.text.endswith("{")), None))
