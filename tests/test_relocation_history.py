@@ -774,3 +774,112 @@ def test_a_rust_method_moved_to_a_crate_whose_impl_renamed_its_generics(
              "            Match::Whitelist(t) => Match::Ignore(t),\n")
     changed(moved_window, "ignore/src/lib.rs", span(_MATCH_AFTER, after))
     missing(gone)
+
+
+# ------------------------------------------------------------------ inlined into another definition
+
+_PATH_VALUE = """\
+package chi
+
+import "net/http"
+
+// setPathValue sets the path values in the Request value.
+func setPathValue(rctx *Context, r *http.Request) {
+	for i, key := range rctx.URLParams.Keys {
+		value := rctx.URLParams.Values[i]
+		r.SetPathValue(key, value)
+	}
+}
+"""
+
+_MUX = """\
+package chi
+
+import "net/http"
+
+func (mx *Mux) routeHTTP(w http.ResponseWriter, r *http.Request) {
+	rctx := r.Context().Value(RouteCtxKey).(*Context)
+	if _, _, h := mx.tree.FindRoute(rctx, rctx.RouteMethod, rctx.RoutePath); h != nil {
+		setPathValue(rctx, r)
+		h.ServeHTTP(w, r)
+		return
+	}
+	mx.NotFoundHandler().ServeHTTP(w, r)
+}
+"""
+
+_LOOP = """\
+	for i, key := range rctx.URLParams.Keys {
+		value := rctx.URLParams.Values[i]
+		r.SetPathValue(key, value)
+	}
+"""
+
+
+def test_a_function_inlined_into_another_file_takes_its_lines_along(
+        history: History) -> None:
+    """go-chi/chi's shape: ``setPathValue`` is deleted with its file and its loop is
+    inlined into ``routeHTTP`` in ``mux.go``. The function is gone everywhere and its
+    lines are in one other file only, new there: ``relocated`` into the other
+    definition (its lines were the cited file's only copy of them)."""
+    history.start({"path_value.go": _PATH_VALUE, "mux.go": _MUX})
+    cited = history.cite("path_value.go", *span(_PATH_VALUE, _LOOP))
+    inlined = _MUX.replace("\t\tsetPathValue(rctx, r)\n",
+                           "\t\t// Set http.Request path values from our request context\n"
+                           + _LOOP.replace("\n\t", "\n\t\t").replace("\tfor", "\t\tfor", 1))
+    history.repo.run("rm", "-q", "path_value.go")
+    history.repo.write("mux.go", inlined)
+    history.repo.commit("inline setPathValue")
+    check = check_one(history, cited)
+    loop_now = _LOOP.replace("\n\t", "\n\t\t").replace("\tfor", "\t\tfor", 1)
+    moved(check, "mux.go", span(inlined, loop_now))
+    assert "into another definition" in (check.detail or "")
+
+
+def test_lines_inlined_elsewhere_are_not_followed_where_other_files_hold_them_too(
+        history: History) -> None:
+    """The same move, but another changed file has held the same loop all along
+    (boilerplate of the codebase): the lines are no evidence of where the function went,
+    so the citation is ``missing``."""
+    other = "package chi\n\nfunc (c *Context) apply(r *http.Request) {\n" + _LOOP + "}\n"
+    history.start({"path_value.go": _PATH_VALUE, "mux.go": _MUX, "context.go": other})
+    cited = history.cite("path_value.go", *span(_PATH_VALUE, _LOOP))
+    loop_now = _LOOP.replace("\n\t", "\n\t\t").replace("\tfor", "\t\tfor", 1)
+    history.repo.run("rm", "-q", "path_value.go")
+    history.repo.write("mux.go", _MUX.replace("\t\tsetPathValue(rctx, r)\n", loop_now))
+    history.repo.write("context.go", other + "\n// Reset clears the context.\n"
+                       "func (c *Context) Reset() {}\n")
+    history.repo.commit("inline setPathValue; add Reset")
+    missing(check_one(history, cited))
+
+
+def test_lines_copied_elsewhere_are_not_followed_while_the_definition_is_still_home(
+        history: History) -> None:
+    """spf13/cobra's shape: ``Command.gen_tree`` becomes a plain ``gen_tree`` in the file
+    that continues its module and loses the cited lines; a new module has a function
+    that starts with the same two lines. The definition is still there, by its simple
+    name: the copy elsewhere is a copy, not the cited code moved."""
+    method = ("    def gen_tree(self, folder):\n"
+              "        identity = lambda s: s\n"
+              "        empty = lambda s: \"\"\n"
+              "        self.gen_tree_custom(folder, empty, identity)\n")
+    helpers = "".join(f"\n\ndef helper_{i}(cmd):\n    return cmd.name + \"{i}\"\n"
+                      for i in range(8))
+    docs = "class Command:\n    name = \"cmd\"\n\n" + method + helpers
+    history.start({"md_docs.py": docs})
+    cited = history.cite("md_docs.py", *span(docs, method.splitlines(keepends=True)[1]
+                                              + method.splitlines(keepends=True)[2]))
+    history.repo.run("mv", "md_docs.py", "md_docs_gen.py")
+    history.repo.write("md_docs_gen.py", "class Command:\n    name = \"cmd\"\n\n\n"
+                       "def gen_tree(cmd, folder):\n"
+                       "    return gen_tree_custom(cmd, folder, str, str)\n" + helpers)
+    history.repo.write("yaml_docs.py", "def gen_yaml_tree(cmd, folder):\n"
+                       "    identity = lambda s: s\n"
+                       "    empty = lambda s: \"\"\n"
+                       "    return gen_yaml_tree_custom(cmd, folder, empty, identity)\n")
+    history.repo.commit("gen_tree becomes a function; yaml docs")
+    status = history.repo.run("diff", "--name-status", "-M", history.first, "HEAD")
+    assert any(line.startswith("R") and line.endswith("md_docs_gen.py")
+               for line in status.splitlines()), status  # git pairs it: it continues
+    check = check_one(history, cited)
+    assert check.outcome.value != "relocated", check.detail

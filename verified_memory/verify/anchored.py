@@ -44,7 +44,12 @@ with evidence, cheapest first:
   qualified name (or the citation is the whole definition, header included); the same
   code under another qualifier or the same name around edited code; the same simple
   name (a method moved to another class); mostly the same lines (renamed). Across
-  files the best rank wins, so a same-named copy in an unrelated module loses.
+  files the best rank wins, so a same-named copy in an unrelated module loses;
+* the last resort, when the anchor's definition is gone (from its file, the files
+  that continue it and every candidate, under any of its names) and nothing else was
+  found: a copy in another definition of another file is the cited code inlined or
+  moved there, if it is new there, that file is the only other one holding the lines
+  at all, and they were the cited file's only copy of them (``STRAY``).
 
 The old file is read (once per run, like every file) only when step 1 did not decide;
 parsing, the dearest part, only when provenance cannot decide. That holds for the anchor
@@ -104,6 +109,9 @@ MOVED_NAMESAKE = 0.6
 #: matches no cited line, by hash or by fuzzy ratio.
 _FOREIGN = "\x00"
 _FOREIGN_HASH = hash_line(_FOREIGN)
+#: The rank of a copy of the cited lines in another definition of another file, taken
+#: only when the cited definition is gone and nothing better is found (``_stray``).
+STRAY = 4
 #: Candidate files read ahead together (most searches end at one of the first few).
 _PREFETCH = 16
 #: Derived anchors kept per locator (``derive_anchors``): a few hundred bytes each.
@@ -265,6 +273,10 @@ class AnchorLocator(Locator, Origins):
         # only when no candidate holds the code at all
         later: list[tuple[int, str, FileText]] = []
         edits_only: list[tuple[int, str, FileText]] = []
+        # copies of the cited lines in other definitions (rank STRAY), and how many other
+        # files hold the lines at all (new there or not)
+        strays: list[CitationCheck] = []
+        holders = 0
         paths, successors = self._candidates(verifier, citation, revision, tree)
         for order, path in enumerate(paths):
             if order % _PREFETCH == 0:  # the next few read together, not one by one
@@ -276,6 +288,7 @@ class AnchorLocator(Locator, Origins):
             places = [Location(path, p.line_start, p.line_end)
                       for p in find_runs(moved, citation.fingerprint.line_hashes)]
             if places:
+                holders += not cited_file
                 if cited_file:
                     (place, ambiguous), rank = self.choose(verifier, citation, path, moved,
                                                            places), 0
@@ -283,7 +296,13 @@ class AnchorLocator(Locator, Origins):
                     citation = self._anchored(verifier, citation)
                     place, ambiguous, rank = self._choose_elsewhere(
                         verifier, citation, path, moved, places, here is None, renamed_from)
-                if place is not None:
+                if place is not None and rank == STRAY:
+                    # in another definition: the last resort (see below), and this file
+                    # is still searched by anchor
+                    strays.append(CitationCheck(
+                        citation, Outcome.RELOCATED, place, moved.blob_sha, 1.0, ambiguous,
+                        step=4, detail=f"moved to {place}, into another definition"))
+                elif place is not None:
                     check = CitationCheck(citation, Outcome.RELOCATED, place, moved.blob_sha,
                                           1.0, ambiguous, step=4, detail=f"moved to {place}")
                     if rank == 0:
@@ -320,6 +339,11 @@ class AnchorLocator(Locator, Origins):
                 if self._may_hold_edited(verifier, citation, moved):
                     _note(self._named_in(verifier, citation, path, moved, False,
                                          renamed_from), order, found, edited)
+        if not found and here is None and not edited and len(strays) == holders == 1 \
+                and self._gone_from_home(verifier, citation, tree, file, successors):
+            # the definition is gone, and its lines are in one other file only, new
+            # there: inlined, or moved into another definition
+            found = [(STRAY, 0, strays[0])]
         if found:
             rank, _, check = min(found, key=_first_two)
             if rank > 0 and here is None and file is not None:
@@ -512,10 +536,53 @@ class AnchorLocator(Locator, Origins):
                   or self._new_name(verifier, citation, path, d.name, renamed_from,
                                     unknown=True)]
         if not ranked:
+            if gone and len(places) == 1 and fresh and self._stray(verifier, citation):
+                return fresh[0], False, STRAY
             return None, False, 0
         best = min(rank for rank, _ in ranked)
         chosen = self._nearest_to_anchor(citation, defs, [p for r, p in ranked if r == best])
         return chosen, len(places) > 1, best
+
+    def _gone_from_home(self, verifier: Verifier, citation: Citation,
+                        tree: Mapping[str, str], file: FileText | None,
+                        successors: frozenset[str]) -> bool:
+        """Whether neither the cited file nor a file that continues it still holds the
+        cited lines, or a definition of the anchor's simple name (a function that
+        became a plain function, ``Command.GenMarkdownTree`` -> ``GenMarkdownTree``,
+        is still there: a copy of its lines elsewhere is a copy). Files that cannot
+        name it are not parsed."""
+        anchor = citation.fingerprint.anchor
+        if anchor is None:
+            return False
+        simple = naming.simple(anchor.name)
+        homes = [(path, verifier.files.get(tree[path])) for path in sorted(successors)
+                 if path in tree]
+        if file is not None:
+            homes.append((citation.path, file))
+        for path, home in homes:
+            if home is None:
+                continue
+            if find_runs(home, citation.fingerprint.line_hashes):
+                return False
+            if _may_define(home, citation) and any(
+                    naming.simple(d.name) == simple for d in self._defs(path, home)):
+                return False
+        return True
+
+    def _stray(self, verifier: Verifier, citation: Citation) -> bool:
+        """Whether a copy of the cited lines in another definition of another file may
+        be the cited code, inlined or moved into it (``setPathValue``'s loop now in
+        ``routeHTTP``), or kept by a definition renamed and edited past recognition:
+        asked only when the cited definition is gone and the copy is new in that file
+        and its only one. The cited lines must be code enough to tell (two non-blank
+        lines at least) and must have been the cited file's only copy of them."""
+        if not _distinctive(citation):
+            return False
+        try:
+            old = self._old_file(verifier, citation.blob_sha)
+        except (SourceUnavailable, NotFound):
+            return False
+        return old is not None and len(find_runs(old, citation.fingerprint.line_hashes)) == 1
 
     def _by_anchor(self, verifier: Verifier, citation: Citation, path: str,
                    file: FileText, *, cited_file: bool, simple_ok: bool = False,
