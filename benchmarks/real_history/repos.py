@@ -42,6 +42,11 @@ REPOS: tuple[Repo, ...] = (
     Repo("google/gson", "java", (".java",)),
     Repo("FasterXML/jackson-databind", "java", (".java",)),
     Repo("BurntSushi/ripgrep", "rust", (".rs",), ("crates/core/main.rs",)),
+    Repo("sharkdp/fd", "rust", (".rs",)),
+    Repo("pallets/werkzeug", "python", (".py",), ("src/werkzeug/__init__.py",)),
+    Repo("go-chi/chi", "go", (".go",)),
+    Repo("actions/setup-python", "typescript", (".ts",)),
+    Repo("actions/checkout", "typescript", (".ts",)),
 )
 
 
