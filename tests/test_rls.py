@@ -8,7 +8,7 @@ Tenant A may see ``acme/api``; tenant B owns ``other/app``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -143,6 +143,8 @@ def test_anon_cannot_read_anything(conn: psycopg.Connection[Any], relation: str)
     "select * from agent_memory_search('acme/api', array['retry'])",
     "select agent_memory_log('[]'::jsonb)",
     "select agent_memory_json('a0')",
+    "select * from agent_memory_repeat_candidates('{\"repo\": \"acme/api\"}')",
+    "select agent_memory_add_unless_changed('{}', '[]', '{}')",
 ])
 def test_anon_cannot_call_the_functions(conn: psycopg.Connection[Any], call: str) -> None:
     with pytest.raises(psycopg.errors.InsufficientPrivilege), acting_as(conn, {"role": "anon"}):
@@ -339,12 +341,22 @@ def test_over_rest_a_users_jwt_limits_the_store_to_its_repositories(fake: FakePo
             store.add(_memory("x", THEIRS))
         with pytest.raises(StoreError, match="permission denied"):
             store.log([_event(EventKind.APPLIED, "b0", THEIRS)])
+        with pytest.raises(StoreError, match="permission denied"):
+            store.add_unless_duplicate(_memory("x", THEIRS), lambda found: [])
         store.add(_memory("a9", MINE))
         assert store.get("a9").repo == MINE
+        seen: list[str] = []
+
+        def decide(found: Sequence[Memory]) -> list[TelemetryEvent]:
+            seen.extend(m.id for m in found)  # both tenants cite those lines: its own only
+            return []
+
+        assert store.add_unless_duplicate(_memory("a10", MINE), decide) is True
+        assert sorted(seen) == ["a0", "a1", "a2", "a9"]
     finally:
         store.close()
         with psycopg.connect(fake.url) as owner:
-            owner.execute("delete from agent_memory where id = 'a9'")
+            owner.execute("delete from agent_memory where id in ('a9', 'a10')")
     assert fake.requests[0].headers["authorization"] == f"Bearer {user_token(MINE)}"
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -160,6 +160,47 @@ def test_add_is_one_rpc_with_the_memory_and_its_events(store: SupabaseStore,
     assert sent["apikey"] == KEY
     assert sent["authorization"] == f"Bearer {KEY}"
     assert sent["content-type"] == "application/json"
+
+
+def test_a_guarded_add_lists_then_adds_unless_the_candidates_changed(
+        store: SupabaseStore, http: Recorder) -> None:
+    """Two calls (sql/012): the candidates, then the add with the ids ``decide`` saw;
+    told they changed, it lists and decides again."""
+    other = _memory("m0", subject="Another claim")
+    http.answer(httpx.Response(200, json=[]), httpx.Response(200, json=False),
+                httpx.Response(200, json=[_row(other)]), httpx.Response(200, json=True))
+    asked: list[list[str]] = []
+
+    def decide(found: Sequence[Memory]) -> list[TelemetryEvent]:
+        asked.append([m.id for m in found])
+        return [_event()]
+
+    assert store.add_unless_duplicate(_memory(), decide) is True
+    listing = ("POST", "/rest/v1/rpc/agent_memory_repeat_candidates", [("limit", "1000")],
+               {"p_memory": MEMORY_WIRE, "p_limit": 100})
+    adding = {"p_memory": MEMORY_WIRE, "p_limit": 100, "p_events": [EVENT_WIRE]}
+    assert http.calls() == [
+        listing, ("POST", "/rest/v1/rpc/agent_memory_add_unless_changed", [],
+                  {**adding, "p_seen": []}),
+        listing, ("POST", "/rest/v1/rpc/agent_memory_add_unless_changed", [],
+                  {**adding, "p_seen": ["m0"]}),
+    ]
+    assert asked == [[], ["m0"]]
+
+
+def test_a_guarded_add_told_it_repeats_one_sends_no_add(store: SupabaseStore,
+                                                        http: Recorder) -> None:
+    http.answer(httpx.Response(200, json=[_row(_memory("m0"))]))
+    assert store.add_unless_duplicate(_memory(), lambda found: None) is False
+    assert [path for _, path, _, _ in http.calls()] == [
+        "/rest/v1/rpc/agent_memory_repeat_candidates"]
+
+
+def test_a_guarded_add_answered_anything_but_a_boolean_is_an_error(store: SupabaseStore,
+                                                                   http: Recorder) -> None:
+    http.answer(httpx.Response(200, json=[]), httpx.Response(200, json="yes"))
+    with pytest.raises(StoreError, match="answered str; is the database migrated"):
+        store.add_unless_duplicate(_memory(), lambda found: [_event()])
 
 
 def test_supersede_sends_the_old_id_and_the_back_pointer(store: SupabaseStore,

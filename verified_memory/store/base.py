@@ -6,9 +6,10 @@ Invariants every implementation keeps:
 
 - ``add``, ``supersede`` and ``apply`` are atomic: all of a call's rows and events are
   written, or none are.
-- ``add_unless_duplicate`` (a store that has it: ``AddsUnlessDuplicate``) decides
-  whether the memory repeats one and inserts it in one transaction, under a lock that
-  other such adds wait for, so that several processes storing one memory store it once.
+- ``add_unless_duplicate`` (a store that has it: ``AddsUnlessDuplicate``) stores one
+  memory once however many processes store it at the same moment: it decides whether
+  the memory repeats one and inserts it in one transaction, under a lock that other such
+  adds wait for, or (Supabase) inserts only if what it decided over is unchanged.
 - ``supersede`` succeeds only while the old memory is ``active``; otherwise it raises
   ``Conflict`` and writes nothing, so two agents racing to supersede get one winner.
 - ``apply`` writes each transition only if its memory still has the expected status;
@@ -246,7 +247,7 @@ def repeat_candidates(by_path: ReadsByPath, find: Finds, memory: Memory) -> list
 
 @runtime_checkable
 class AddsUnlessDuplicate(Protocol):
-    """A store that checks for a duplicate and adds in one transaction."""
+    """A store that checks for a duplicate and adds without a rival's add in between."""
 
     def add_unless_duplicate(self, memory: Memory, decide: Decide) -> bool:
         """See ``add_unless_duplicate``."""
@@ -257,13 +258,16 @@ def add_unless_duplicate(store: MemoryStore, memory: Memory, decide: Decide) -> 
     gives, unless it gives None (the memory repeats one): then nothing is written.
     Whether the memory was added.
 
-    A store that has ``AddsUnlessDuplicate`` asks inside the transaction that adds,
-    under a lock every such add takes first (SQLite's write lock, a Postgres advisory
-    lock per repository), so that of several processes storing one memory at once one
-    adds it and the others find it. The question is asked once, there: asked before as
-    well, it cost a store at 100,000 memories 60% more. Any other store (Supabase:
-    each REST call is a transaction of its own) is asked, then added to: a rival's
-    memory that lands in between is not seen."""
+    A store that has ``AddsUnlessDuplicate`` makes sure that of several processes
+    storing one memory at once one adds it and the others find it. SQLite, Postgres,
+    the in-memory and git stores ask inside the transaction that adds, under a lock
+    every such add takes first (SQLite's write lock, a Postgres advisory lock per
+    repository); the question is asked once, there: asked before as well, it cost a
+    store at 100,000 memories 60% more. Supabase, which holds no transaction across
+    REST calls, asks first, then adds only if the database, behind Postgres's lock,
+    finds the same candidates, and asks again over the fresh ones if not
+    (``sql/012``). Any other store is asked, then added to: a rival's memory that
+    lands in between is not seen."""
     if isinstance(store, AddsUnlessDuplicate):
         return store.add_unless_duplicate(memory, decide)
     events = decide(repeat_candidates(store.by_path, store.find, memory))

@@ -8,8 +8,10 @@ Why it is shaped like this:
   supersede race is settled by a row lock: the second agent waits, then finds the old
   memory no longer active and gets ``Conflict``. The one exception is
   ``add_unless_duplicate`` (``MemoryService.store``): a transaction that takes an
-  advisory lock on the repository, looks for a duplicate by path, then adds, so that
-  processes storing one memory at once store it once.
+  advisory lock on the repository, lists the memories the new one may repeat
+  (``agent_memory_repeat_candidates``), asks ``decide``, then adds, so that processes
+  storing one memory at once store it once. Supabase's optimistic add
+  (``agent_memory_add_unless_changed``) takes the same lock.
 - Memories travel as JSON in ``Memory.to_dict()`` shape, both ways; reads go through
   the ``agent_memory_full`` view, which returns a memory with its citations in one row.
 - Search terms are computed here with the same tokenizer as SQLite's FTS5
@@ -78,7 +80,7 @@ from verified_memory.store._rows import (
     validate_memory,
     with_supersedes,
 )
-from verified_memory.store.base import ClosingStore, Decide, repeat_candidates
+from verified_memory.store.base import CITING_LIMIT, ClosingStore, Decide
 from verified_memory.store.views import ViewQuery, normalize_row, sql_select
 
 if TYPE_CHECKING:
@@ -340,19 +342,9 @@ class PostgresStore(ClosingStore):
                 # Every guarded add to the repository waits here for the one before it
                 # to commit; read committed, the look-ups below then see its memory.
                 cur.execute(ADD_LOCK_SQL, (ADD_LOCK, memory.repo))
-
-                def by_path(repo: str, path: str, *, lines: tuple[int, int] | None = None,
-                            limit: int = 50) -> list[Memory]:
-                    cur.execute(BY_PATH_SQL, _by_path_params(repo, path, lines, limit))
-                    return [memory_from_json(r) for r in cur.fetchall()]
-
-                def find(repo: str, where: MemoryFilter | None = None, *,
-                         limit: int | None = 50) -> list[Memory]:
-                    cur.execute(FIND_SQL, find_params(repo, where or MemoryFilter(),
-                                                      check_limit(limit)))
-                    return [memory_from_json(r) for r in cur.fetchall()]
-
-                events = decide(repeat_candidates(by_path, find, memory))
+                # ``repeat_candidates`` in one query (sql/012, which Supabase lists by).
+                cur.execute(CANDIDATES_SQL, (_jsonb(payload), CITING_LIMIT))
+                events = decide([memory_from_json(r) for r in cur.fetchall()])
                 if events is None:
                     return False
                 cur.execute("select agent_memory_add(%s, %s)",
@@ -694,8 +686,12 @@ IMPORT_SQL = ("select agent_memory_import(%s, %s, %s) as counts "
 #: on its repository (the two-key form: a key space apart from ``IMPORT_LOCK``'s), so
 #: that the duplicate check and the insert of two processes storing one memory do not
 #: interleave. Only guarded adds take it: reads and other writes never wait for it.
+#: Supabase's guarded add (``agent_memory_add_unless_changed``, sql/012) takes it too,
+#: spelled there as the number it is.
 ADD_LOCK = 0x766D6164  # "vmad"
 ADD_LOCK_SQL = "select pg_advisory_xact_lock(%s::integer, hashtext(%s))"
+#: The memories a new one may repeat (``base.repeat_candidates``, in SQL: sql/012).
+CANDIDATES_SQL = "select * from agent_memory_repeat_candidates(%s, %s)"
 BY_PATH_SQL = "select * from agent_memory_by_path(%s, %s, %s, %s, %s, %s, %s)"
 FIND_SQL = ("select * from agent_memory_find(%(p_repo)s, %(p_status)s, %(p_category)s, "
             "%(p_tag)s, %(p_path)s, %(p_created_by)s, %(p_since)s, %(p_limit)s)")

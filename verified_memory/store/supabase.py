@@ -7,10 +7,12 @@ Why it is shaped like this:
   ranked search, path look-ups and counts are read-only SQL functions called through
   ``rpc()``. Mutations are ``rpc()`` calls to the same SQL functions ``PostgresStore``
   calls (``sql/002_functions.sql``), so atomicity and the supersede race are settled in
-  the database, not over HTTP. Not so the duplicate check of ``MemoryService.store``:
-  it is a similarity of claims computed in Python, and each REST call is a transaction
-  of its own, so the check and the add are two calls (``base.add_unless_duplicate``),
-  and two processes storing one memory at the same moment may both store it.
+  the database, not over HTTP. The duplicate check of ``MemoryService.store`` is a
+  similarity of claims computed in Python, and no transaction spans two REST calls, so
+  ``add_unless_duplicate`` is optimistic: it lists the memories the new one may repeat,
+  decides, and asks ``agent_memory_add_unless_changed`` (``sql/012``) to add only if
+  the database, listing them again behind ``PostgresStore``'s lock, finds the same
+  ones; if a rival's memory landed meanwhile, it decides again over the fresh list.
 - The same JSON payloads and row parsing as ``PostgresStore`` (imported from it), so a
   memory reads back identically from either.
 - Supabase caps a response at ``max_rows`` (1000 by default) without saying so, so
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from verified_memory.config import Settings
 from verified_memory.errors import (
+    Conflict,
     MissingDependency,
     NotFound,
     StoreError,
@@ -64,7 +67,7 @@ from verified_memory.store._rows import (
     tombstone_from_row,
     with_supersedes,
 )
-from verified_memory.store.base import ClosingStore
+from verified_memory.store.base import CITING_LIMIT, ClosingStore, Decide
 from verified_memory.store.postgres import (
     applied_flags,
     events_payload,
@@ -88,6 +91,10 @@ __all__ = ["SupabaseStore"]
 
 T = TypeVar("T")
 
+#: How many times ``add_unless_duplicate`` decides, while rivals' memories keep landing
+#: between its listing and its add, before it gives up (each time one lands: a rival's
+#: add won, so a few times is already a crowd).
+ADD_ATTEMPTS = 5
 #: Ids per ``in.(...)`` filter: keeps URLs far below proxies' length limits.
 ID_CHUNK = 100
 _EVENT_FIELDS = ",".join(("id", *EVENT_COLUMNS))
@@ -172,6 +179,28 @@ class SupabaseStore(ClosingStore):
     def add(self, memory: Memory, events: Sequence[TelemetryEvent] = ()) -> None:
         params = {"p_memory": memory_payload(memory), "p_events": events_payload(events)}
         self._rpc("adding a memory", "agent_memory_add", params)
+
+    def add_unless_duplicate(self, memory: Memory, decide: Decide) -> bool:
+        """``base.add_unless_duplicate`` in two calls: the candidates, then an add that
+        the database makes only if they are still the ones ``decide`` saw."""
+        payload = memory_payload(memory)
+        listing = {"p_memory": payload, "p_limit": CITING_LIMIT}
+        for _ in range(ADD_ATTEMPTS):
+            seen = [memory_from_json(r) for r in self._pages(
+                "finding the memories it may repeat",
+                lambda: self._client.rpc("agent_memory_repeat_candidates", listing), None)]
+            events = decide(seen)
+            if events is None:
+                return False
+            added = self._rpc("adding a memory", "agent_memory_add_unless_changed", {
+                **listing, "p_events": events_payload(events), "p_seen": [m.id for m in seen]})
+            if not isinstance(added, bool):
+                raise StoreError(f"agent_memory_add_unless_changed answered "
+                                 f"{type(added).__name__}; is the database migrated?")
+            if added:
+                return True
+        raise Conflict(f"could not store the memory in {memory.repo}: the memories it may "
+                       f"repeat changed {ADD_ATTEMPTS} times while it was stored; try again")
 
     def supersede(
         self, old_id: str, new: Memory, events: Sequence[TelemetryEvent] = ()
