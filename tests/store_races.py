@@ -6,6 +6,7 @@ same of memories that wait for approval (``pending``): the queue holds each once
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Callable
 from typing import Any
 
 from verified_memory.errors import VerifiedMemoryError
@@ -14,7 +15,7 @@ from verified_memory.service import MemoryService
 from verified_memory.sources.fake import DictSource
 from verified_memory.store import open_store
 
-__all__ = ["REPO", "check_stored_once", "store_at_once"]
+__all__ = ["REPO", "at_once", "check_stored_once", "store_at_once"]
 
 REPO = "acme/races"
 #: One file per race, so that races do not meet.
@@ -35,7 +36,7 @@ def _memory(race: int, repo: str = REPO, category: str | None = None) -> dict[st
             "citations": [{"path": f"src/race{race}.py", "line_start": 1, "line_end": 2}]}
 
 
-def _storer(url: str, worker: int, barrier: Any, results: Any, category: str | None) -> None:
+def _storer(url: str, category: str | None, worker: int, barrier: Any, results: Any) -> None:
     """Store each race's memory the moment the rival processes store it too."""
     outcomes: list[Outcome] = []
     try:
@@ -62,14 +63,20 @@ def store_at_once(url: str, workers: int, *,
     """Each of ``workers`` spawned processes stores every race's memory at ``url``, all
     at once (of ``category``: one that needs approval makes them pending); what each
     did, by worker."""
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(workers)
-    results = ctx.Queue()
-    processes = [ctx.Process(target=_storer, args=(url, w, barrier, results, category))
+    return at_once(multiprocessing.get_context("spawn"), workers, _storer, url, category)
+
+
+def at_once(ctx: Any, workers: int, target: Callable[..., None], *args: Any,
+            timeout: float = 180) -> dict[int, Any]:
+    """Run ``target(*args, worker, barrier, results)`` in ``workers`` processes of ``ctx``
+    (a multiprocessing context), which wait at ``barrier`` to start together; what each
+    put on ``results`` as ``(worker, outcome)``, by worker."""
+    barrier, results = ctx.Barrier(workers), ctx.Queue()
+    processes = [ctx.Process(target=target, args=(*args, w, barrier, results))
                  for w in range(workers)]
     for process in processes:
         process.start()
-    outcomes = dict(results.get(timeout=180) for _ in processes)
+    outcomes = dict(results.get(timeout=timeout) for _ in processes)
     for process in processes:
         process.join(timeout=60)
     assert [p.exitcode for p in processes] == [0] * workers

@@ -89,3 +89,32 @@ def test_postgres_migrate_is_harmless_to_rerun_and_takes_an_export(
     assert json.loads(out)["memories"] == 1
     code, out, _ = vmem(capsys, "--db", pg_empty_url, "recent", "--json")
     assert [m["subject"] for m in json.loads(out)] == ["s"]
+
+
+def test_import_of_a_hand_edited_file_takes_a_bom_and_names_the_line_of_a_bad_byte(
+        repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An export edited by hand: saved with a byte order mark (Windows editors), it is
+    read (it was refused as "not JSON"); with a Latin-1 byte typed into a fact far down
+    the file, the line is named (the message gave a byte offset counted from wherever
+    the decoder's last 8 KB chunk began), and nothing is written."""
+    first = f"sqlite:///{tmp_path / 'a.db'}"
+    vmem(capsys, "--db", first, "store", "--subject", "s", "--fact", "cafe", "--cite",
+         "a.py:1-2")
+    dump = tmp_path / "dump.jsonl"
+    assert vmem(capsys, "--db", first, "db", "export", "-o", str(dump))[0] == 0
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + dump.read_bytes())
+    code, out, err = vmem(capsys, "--db", f"sqlite:///{tmp_path / 'b.db'}", "db", "import",
+                          str(bom), "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["memories"] == 1
+    header, *rest = dump.read_bytes().splitlines(keepends=True)
+    edited = tmp_path / "edited.jsonl"
+    edited.write_bytes(header + b"\n" * 10_000
+                       + b"".join(rest).replace(b'"fact":"cafe"', b'"fact":"caf\xe9"'))
+    code, _, err = vmem(capsys, "--db", f"sqlite:///{tmp_path / 'c.db'}", "db", "import",
+                        str(edited))
+    assert code == 1
+    assert err == ("vmem: error: line 10002: not UTF-8 text (byte 0xe9 at character "
+                   f"{rest[0].index(b'cafe') + 4}): save the file as UTF-8\n")
+    assert not (tmp_path / "c.db").exists()

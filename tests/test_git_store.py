@@ -4,6 +4,7 @@ is git-ignored and rebuilt from them, telemetry is one log per actor and session
 from __future__ import annotations
 
 import json
+import multiprocessing
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,9 @@ import pytest
 
 from tests.contract.test_store import cite, event, mem
 from tests.gitrepo import GitRepo, git_env
+from tests.store_races import at_once
 from verified_memory.cli import main
+from verified_memory.gitstore.layout import read_folder
 from verified_memory.gitstore.store import GitStore
 from verified_memory.models import EventKind, Status, Transition
 from verified_memory.store import open_store
@@ -169,3 +172,89 @@ def test_an_id_that_starts_another_never_touches_its_file(tmp_path: Path) -> Non
     files = sorted(p.relative_to(tmp_path / ".memory").as_posix()
                    for p in (tmp_path / ".memory").glob("*/*.md"))
     assert files == ["_forgotten/abc.md", "uncategorized/abc-def_two.md"]
+
+
+def folder_and_index(folder: Path) -> tuple[list[str], list[str]]:
+    """The memory ids in the files, and in the index of a store opened afresh."""
+    files = sorted(m.id for m in read_folder(folder).memories.values())
+    with GitStore(folder) as store:
+        return files, sorted(m.id for m in store.recent(REPO, limit=None, status=None))
+
+
+def test_a_store_held_open_keeps_its_writes_in_the_index_while_others_open_it(
+        tmp_path: Path) -> None:
+    """The MCP server holds its store for a whole session while hooks and commands open
+    the folder too: a memory it stores after one of them opened the folder is in the
+    index (it was written to a file only, and the index was trusted without it)."""
+    folder = tmp_path / ".memory"
+    server = GitStore(folder, session="server")
+    try:
+        server.add(mem("one", id="aaaa-1"), [event(EventKind.CREATED, "aaaa-1")])
+        with GitStore(folder, session="hook") as hook:
+            assert [m.id for m in hook.recent(REPO, limit=None)] == ["aaaa-1"]
+        server.add(mem("two", id="bbbb-2", minutes=1), [event(EventKind.CREATED, "bbbb-2")])
+        assert [m.id for m in server.recent(REPO, limit=None)] == ["bbbb-2", "aaaa-1"]
+    finally:
+        server.close()
+    assert folder_and_index(folder) == (["aaaa-1", "bbbb-2"], ["aaaa-1", "bbbb-2"])
+    with GitStore(folder) as store:
+        assert len(store.events(limit=None)) == 2
+
+
+def test_files_pulled_while_a_store_is_open_reach_the_index_at_its_next_write(
+        tmp_path: Path) -> None:
+    """A pull while the store is open brings a teammate's memory: the open store's next
+    write rebuilds the index from the files first, so the memory is not left out of an
+    index that is then trusted."""
+    folder, theirs = tmp_path / ".memory", tmp_path / "theirs" / ".memory"
+    with GitStore(theirs) as teammate:
+        teammate.add(mem("theirs", id="cccc-3"))
+    with GitStore(folder) as store:
+        store.add(mem("one", id="aaaa-1"))
+        pulled = next(theirs.glob("*/cccc-3_*.md"))
+        (folder / pulled.parent.name / pulled.name).write_text(pulled.read_text())
+        store.add(mem("two", id="bbbb-2", minutes=1))
+        assert {m.id for m in store.recent(REPO, limit=None)} == {"aaaa-1", "bbbb-2",
+                                                                    "cccc-3"}
+    assert folder_and_index(folder) == (["aaaa-1", "bbbb-2", "cccc-3"],
+                                        ["aaaa-1", "bbbb-2", "cccc-3"])
+
+
+def _open_and_store(folder: str, worker: int, barrier: Any, results: Any) -> None:
+    """Open the folder the moment the other workers do, and store one memory."""
+    try:
+        barrier.wait(timeout=60)
+        with GitStore(folder, session=f"w{worker}") as store:
+            store.add(mem(f"memory {worker}", id=f"w{worker}-m"),
+                      [event(EventKind.CREATED, f"w{worker}-m")])
+        results.put((worker, "ok"))
+    except Exception as exc:  # reported to the parent, whatever it is
+        results.put((worker, f"{type(exc).__name__}: {exc}"))
+
+
+def test_processes_opening_a_changed_folder_at_once_all_store(tmp_path: Path) -> None:
+    """After a pull every process that opens the folder finds its index out of date:
+    four opening at once each store their memory (they raced to rebuild one index, and
+    met a half-built or vanished file), and the index holds what the files hold."""
+    folder = tmp_path / ".memory"
+    with GitStore(folder) as store:
+        for n in range(20):
+            store.add(mem(f"seed {n}", id=f"seed-{n}", minutes=n))
+    (folder / "index.state").unlink()  # as a pull leaves it: the files changed
+    outcomes = at_once(multiprocessing.get_context("spawn"), 4, _open_and_store, str(folder))
+    assert outcomes == dict.fromkeys(range(4), "ok")
+    files, index = folder_and_index(folder)
+    assert len(files) == 24
+    assert index == files
+
+
+def test_a_damaged_index_is_rebuilt_in_full(tmp_path: Path) -> None:
+    """The rebuilt index is copied into the index file; a file that is no database
+    (damaged) cannot take the copy, so it is replaced whole."""
+    folder = tmp_path / ".memory"
+    with GitStore(folder) as store:
+        store.add(mem("one", id="aaaa-1"))
+    for name in ("index.sqlite-wal", "index.sqlite-shm", "index.state"):
+        (folder / name).unlink(missing_ok=True)
+    (folder / "index.sqlite").write_bytes(b"not a database" * 500)
+    assert folder_and_index(folder) == (["aaaa-1"], ["aaaa-1"])

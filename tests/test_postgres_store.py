@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from tests.store_races import check_stored_once, store_at_once
+from tests.store_races import at_once, check_stored_once, store_at_once
 from verified_memory.config import Settings
 from verified_memory.errors import (
     Conflict,
@@ -567,7 +567,7 @@ def test_eight_processes_writing_at_once_lose_nothing(pg_url: str) -> None:
         store.close()
 
 
-def _superseder(url: str, worker: int, olds: list[str], barrier: Any, results: Any) -> None:
+def _superseder(url: str, olds: list[str], worker: int, barrier: Any, results: Any) -> None:
     store = PostgresStore(url, migrate=False, max_size=1)
     outcome: list[str] = []
     try:
@@ -591,15 +591,7 @@ def test_two_processes_superseding_one_memory_get_one_winner(pg_url: str) -> Non
         olds = [f"old-{i}" for i in range(races)]
         for old in olds:
             store.add(_memory(old))
-        ctx = _processes()
-        barrier, results = ctx.Barrier(2), ctx.Queue()
-        processes = [ctx.Process(target=_superseder, args=(pg_url, w, olds, barrier, results))
-                     for w in range(2)]
-        for process in processes:
-            process.start()
-        outcomes = dict(results.get(timeout=120) for _ in processes)
-        for process in processes:
-            process.join(timeout=60)
+        outcomes = at_once(_processes(), 2, _superseder, pg_url, olds)
         for i, old in enumerate(olds):
             assert sorted((outcomes[0][i], outcomes[1][i])) == ["conflict", "won"]
             retired = store.get(old)

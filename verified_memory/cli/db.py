@@ -105,7 +105,8 @@ def import_(ctx: click.Context, input_file: str, as_json: bool) -> None:
     from verified_memory.store import open_store, sqlite_path
     from verified_memory.store.transfer import load_export, read_export
 
-    with click.open_file(input_file, encoding="utf-8") as fh:
+    # utf-8-sig: a byte order mark (a file saved by a Windows editor) is no content.
+    with click.open_file(input_file, encoding="utf-8-sig", errors="surrogateescape") as fh:
         export = read_export(bounded_lines(fh, IMPORT_LINE_MAX))
     url = _url(ctx)
     path = sqlite_path(url)

@@ -10,10 +10,20 @@ when the store closes.
 
 The index is rebuilt from the files (``reindex``, ``vmem git reindex``) whenever they
 changed behind it: after a ``git pull``, a checkout, a merge, a hand edit. A signature of
-the files (names, sizes, times) is kept next to the index when the store closes, and
-dropped at the first write, so a process that dies between the index and the files leaves
-an index that is rebuilt, not trusted. Archived telemetry (``archive_events``) is an index
-matter: the logs keep every event, and a rebuilt index has them all live.
+the files (names, sizes, times) is kept next to the index: dropped while a write is under
+way and kept again once the index and the files both hold it, so a process that dies
+between the two leaves an index that is rebuilt, not trusted. Archived telemetry
+(``archive_events``) is an index matter: the logs keep every event, and a rebuilt index
+has them all live.
+
+Several processes share one folder (an MCP server open for a whole session, hooks, a
+command in a terminal): each checks the signature, rebuilds and writes under one lock
+(``index.sqlite.lock``), so none rebuilds from files another is still writing or trusts
+an index another is rebuilding; a store open for long checks the signature again before
+each write, so a pull while it is open reaches the index first. A rebuilt index is copied
+into the index file in place (``SQLiteStore.copy_into``), never put in its stead: a
+connection another process holds open on it reads and writes the rebuilt index, not a
+file no one will read again.
 """
 
 from __future__ import annotations
@@ -21,13 +31,15 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from verified_memory.errors import NotFound
+from verified_memory.errors import NotFound, StoreError
 from verified_memory.gitstore.layout import (
     INDEX,
     event_file,
@@ -64,38 +76,93 @@ __all__ = ["GitStore", "rebuild_index"]
 
 INDEX_FILE = "index.sqlite"
 STATE_FILE = "index.state"
+#: Taken to check, rebuild or write the index (git-ignored with it: ``index.sqlite*``).
+LOCK_FILE = "index.sqlite.lock"
 
 
 def _signature(folder: Path) -> str:
     """What the index was built from: every memory, tombstone and log file's name, size
-    and modification time."""
-    digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*")):
-        relative = path.relative_to(folder).as_posix()
-        if relative.startswith((".", INDEX_FILE, STATE_FILE)) or relative == INDEX:
-            continue
-        if path.is_file():
-            stat = path.stat()
-            digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
+    and modification time. (``os.scandir``, not ``Path.rglob``: it is taken at every
+    write, and this is five times faster on a thousand files.)"""
+    rows: list[str] = []
+
+    def walk(directory: str, prefix: str) -> None:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                relative = prefix + entry.name
+                if not prefix and (entry.name.startswith((".", INDEX_FILE, STATE_FILE))
+                                   or entry.name == INDEX):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    walk(entry.path, relative + "/")
+                elif entry.is_file():
+                    stat = entry.stat()
+                    rows.append(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n")
+
+    walk(os.fspath(folder), "")
+    return hashlib.sha256("".join(sorted(rows)).encode()).hexdigest()
+
+
+@contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """The folder's lock, held until the block ends (a process that dies lets it go)."""
+    if sys.platform == "win32":  # no flock: Windows goes without the lock
+        yield
+        return
+    import fcntl
+
+    with open(folder / LOCK_FILE, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _current(folder: Path) -> bool:
+    """Whether the index holds what the files hold (its signature is theirs)."""
+    try:
+        kept = (folder / STATE_FILE).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return False
+    return kept == _signature(folder) and (folder / INDEX_FILE).exists()
+
+
+def _keep_signature(folder: Path) -> None:
+    (folder / STATE_FILE).write_text(_signature(folder) + "\n", encoding="utf-8")
 
 
 def rebuild_index(folder: Path) -> tuple[int, int, int]:
-    """Build the index from the files into a new file, then put it in place of the old
-    one; how many memories, events and tombstones it holds. A memory with a tombstone
-    (forgotten on another branch) stays forgotten."""
+    """Rebuild the index from the files (under the folder's lock); how many memories,
+    events and tombstones it holds."""
+    with _locked(folder):
+        return _rebuild(folder)
+
+
+def _rebuild(folder: Path) -> tuple[int, int, int]:
+    """Build the index from the files into a new file, then copy that into the index
+    file (the caller holds the lock). A memory with a tombstone (forgotten on another
+    branch) stays forgotten."""
     read = read_folder(folder)
     gone = {t.id for t in read.tombstones}
     memories = tuple(m for m in read.memories.values() if m.id not in gone)
     target = folder / INDEX_FILE
     fresh = folder / f"{INDEX_FILE}.rebuild"
     _remove_sqlite(fresh)
-    with SQLiteStore(fresh) as index:
-        counts = load_export(index, Export(memories=memories, events=read.events,
-                                           tombstones=read.tombstones))
-    _remove_sqlite(target)
-    os.replace(fresh, target)
-    (folder / STATE_FILE).write_text(_signature(folder) + "\n", encoding="utf-8")
+    try:
+        with SQLiteStore(fresh) as built:
+            counts = load_export(built, Export(memories=memories, events=read.events,
+                                               tombstones=read.tombstones))
+            try:
+                index = SQLiteStore(target)
+            except StoreError:  # damaged: it is rebuilt whole, so it can go
+                _remove_sqlite(target)
+                index = SQLiteStore(target)
+            with index:
+                built.copy_into(index)
+    finally:
+        _remove_sqlite(fresh)
+    _keep_signature(folder)
     return counts.memories, counts.events, counts.tombstones
 
 
@@ -119,24 +186,28 @@ class GitStore(ClosingStore):
         self.session = session or os.environ.get("VMEM_SESSION") or secrets.token_hex(6)
         for name, text in support_files().items():
             write_text(self.folder / name, text)
-        state = self.folder / STATE_FILE
-        try:
-            current = state.read_text(encoding="utf-8").strip() == _signature(self.folder)
-        except FileNotFoundError:
-            current = False
-        if not current or not (self.folder / INDEX_FILE).exists():
-            rebuild_index(self.folder)
-        self.index = SQLiteStore(self.folder / INDEX_FILE)
+        with _locked(self.folder):
+            if not _current(self.folder):
+                _rebuild(self.folder)
+            self.index = SQLiteStore(self.folder / INDEX_FILE)
         self._wrote = False
         self._closed = False
 
     # ------------------------------------------------------------------ files
 
-    def _writing(self) -> None:
-        """Before the first write: the index may get ahead of the files until close."""
-        if not self._wrote:
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One write, under the folder's lock: the index first brought up to date with
+        files that changed since (a pull while this store is open), the signature
+        dropped while the index is ahead of the files, kept again once the files hold
+        the write too (a failure leaves it dropped: the next store rebuilds)."""
+        with _locked(self.folder):
+            if not _current(self.folder):
+                _rebuild(self.folder)
             (self.folder / STATE_FILE).unlink(missing_ok=True)
             self._wrote = True
+            yield
+            _keep_signature(self.folder)
 
     @staticmethod
     def _keyed(events: Sequence[TelemetryEvent]) -> list[TelemetryEvent]:
@@ -167,78 +238,78 @@ class GitStore(ClosingStore):
     # ------------------------------------------------------------------ writes
 
     def add(self, memory: Memory, events: Sequence[TelemetryEvent] = ()) -> None:
-        self._writing()
-        keyed = self._keyed(events)
-        self.index.add(memory, keyed)
-        self._write_memories([memory])
-        self._append(keyed)
+        with self._writing():
+            keyed = self._keyed(events)
+            self.index.add(memory, keyed)
+            self._write_memories([memory])
+            self._append(keyed)
 
     def add_unless_duplicate(self, memory: Memory, decide: Decide) -> bool:
-        self._writing()
-        keyed: list[TelemetryEvent] = []
+        with self._writing():
+            keyed: list[TelemetryEvent] = []
 
-        def decide_keyed(found: Sequence[Memory]) -> list[TelemetryEvent] | None:
-            events = decide(found)
-            if events is None:
-                return None
-            keyed.extend(self._keyed(events))
-            return keyed
+            def decide_keyed(found: Sequence[Memory]) -> list[TelemetryEvent] | None:
+                events = decide(found)
+                if events is None:
+                    return None
+                keyed.extend(self._keyed(events))
+                return keyed
 
-        if not self.index.add_unless_duplicate(memory, decide_keyed):
-            return False
-        self._write_memories([memory])
-        self._append(keyed)
-        return True
+            if not self.index.add_unless_duplicate(memory, decide_keyed):
+                return False
+            self._write_memories([memory])
+            self._append(keyed)
+            return True
 
     def supersede(self, old_id: str, new: Memory,
                   events: Sequence[TelemetryEvent] = ()) -> None:
-        self._writing()
-        keyed = self._keyed(events)
-        self.index.supersede(old_id, new, keyed)
-        self._write_memories(self.index.get_many([old_id, new.id]))
-        self._append(keyed)
+        with self._writing():
+            keyed = self._keyed(events)
+            self.index.supersede(old_id, new, keyed)
+            self._write_memories(self.index.get_many([old_id, new.id]))
+            self._append(keyed)
 
     def apply(self, transitions: Sequence[Transition]) -> list[bool]:
-        self._writing()
-        keyed = [replace(t, events=tuple(self._keyed(t.events))) for t in transitions]
-        applied = self.index.apply(keyed)
-        done = [t for t, ok in zip(keyed, applied, strict=True) if ok]
-        self._write_memories(self.index.get_many(list(dict.fromkeys(t.memory_id
-                                                                     for t in done))))
-        self._append([e for t in done for e in t.events])
-        return applied
+        with self._writing():
+            keyed = [replace(t, events=tuple(self._keyed(t.events))) for t in transitions]
+            applied = self.index.apply(keyed)
+            done = [t for t, ok in zip(keyed, applied, strict=True) if ok]
+            self._write_memories(self.index.get_many(list(dict.fromkeys(t.memory_id
+                                                                         for t in done))))
+            self._append([e for t in done for e in t.events])
+            return applied
 
     def log(self, events: Sequence[TelemetryEvent]) -> None:
-        self._writing()
-        keyed = self._keyed(events)
-        self.index.log(keyed)
-        self._append(keyed)
+        with self._writing():
+            keyed = self._keyed(events)
+            self.index.log(keyed)
+            self._append(keyed)
 
     def forget(self, memory_ids: Sequence[str] | None = None, *, repo: str | None = None,
                by: str | None, reason: str, at: datetime | None = None) -> list[Tombstone]:
-        self._writing()
-        tombstones = self.index.forget(memory_ids, repo=repo, by=by, reason=reason, at=at)
-        events = []
-        for tombstone in tombstones:
-            self._remove_files(tombstone.id)
-            write_text(self.folder / tombstone_file(tombstone), render_tombstone(tombstone))
-            events += self.index.events(memory_id=tombstone.id, kinds=[EventKind.FORGOTTEN],
-                                        limit=1, newest=True)
-        self._append(events)
-        return tombstones
+        with self._writing():
+            tombstones = self.index.forget(memory_ids, repo=repo, by=by, reason=reason, at=at)
+            events = []
+            for tombstone in tombstones:
+                self._remove_files(tombstone.id)
+                write_text(self.folder / tombstone_file(tombstone), render_tombstone(tombstone))
+                events += self.index.events(memory_id=tombstone.id, kinds=[EventKind.FORGOTTEN],
+                                            limit=1, newest=True)
+            self._append(events)
+            return tombstones
 
     def load(self, memories: Sequence[Memory], events: Sequence[TelemetryEvent],
              tombstones: Sequence[Tombstone] = ()) -> tuple[int, int, int]:
-        self._writing()
-        keyed = self._keyed(events)
-        held = {e.key for e in [*self.index.events(limit=None),
-                                *self.index.events(limit=None, archived=True)]}
-        counts = self.index.load(memories, keyed, tombstones)
-        self._write_memories([m for m in (self._held(m.id) for m in memories) if m])
-        self._append([e for e in keyed if e.key not in held])
-        for tombstone in self.index.tombstones(ids=[t.id for t in tombstones], limit=None):
-            write_text(self.folder / tombstone_file(tombstone), render_tombstone(tombstone))
-        return counts
+        with self._writing():
+            keyed = self._keyed(events)
+            held = {e.key for e in [*self.index.events(limit=None),
+                                    *self.index.events(limit=None, archived=True)]}
+            counts = self.index.load(memories, keyed, tombstones)
+            self._write_memories([m for m in (self._held(m.id) for m in memories) if m])
+            self._append([e for e in keyed if e.key not in held])
+            for tombstone in self.index.tombstones(ids=[t.id for t in tombstones], limit=None):
+                write_text(self.folder / tombstone_file(tombstone), render_tombstone(tombstone))
+            return counts
 
     def _held(self, memory_id: str) -> Memory | None:
         try:
@@ -251,10 +322,10 @@ class GitStore(ClosingStore):
 
     def reindex(self) -> tuple[int, int, int]:
         """Rebuild the index from the files (``vmem git reindex``)."""
-        self.index.close()
-        counts = rebuild_index(self.folder)
-        self.index = SQLiteStore(self.folder / INDEX_FILE)
-        self._wrote = False
+        with _locked(self.folder):
+            self.index.close()
+            counts = _rebuild(self.folder)
+            self.index = SQLiteStore(self.folder / INDEX_FILE)
         return counts
 
     # ------------------------------------------------------------------ reads
@@ -329,12 +400,11 @@ class GitStore(ClosingStore):
         self._closed = True
         try:
             if self._wrote:
-                repos = self.index.repos()
-                memories = [m for repo in repos
-                             for m in self.index.recent(repo, limit=None, status=None)]
-                write_text(self.folder / INDEX, render_index(memories, repos))
-                (self.folder / STATE_FILE).write_text(_signature(self.folder) + "\n",
-                                                      encoding="utf-8")
+                with _locked(self.folder):  # the index as it is at one moment
+                    repos = self.index.repos()
+                    memories = [m for repo in repos
+                                for m in self.index.recent(repo, limit=None, status=None)]
+                    write_text(self.folder / INDEX, render_index(memories, repos))
         finally:
             self.index.close()
 

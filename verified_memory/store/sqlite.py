@@ -819,6 +819,13 @@ class SQLiteStore(ClosingStore):
             except OSError as exc:
                 raise StoreError(f"cannot write the backup {target}: {exc}") from exc
 
+    def copy_into(self, other: SQLiteStore) -> None:
+        """Make ``other`` a copy of this store in one write (SQLite's online backup API):
+        its file stays where it is, so connections open on it, in any process, read the
+        copy from their next query on, as they read any other writer's."""
+        with self._read("copying") as conn, other._read("being replaced by a copy") as into:
+            conn.backup(into)
+
     def prune(self) -> int:
         """Delete citation rows left without their memory; how many."""
         with self._write("pruning citations") as conn:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -57,6 +58,8 @@ FORMAT = "verified-memory"
 VERSION = 2
 LEGACY_PREFIX = "legacy-"
 _COUNTED = frozenset({"memories", "events", "tombstones"})
+#: A byte that is not UTF-8, as ``errors="surrogateescape"`` keeps it (``_records``).
+_UNDECODED = re.compile("[\udc80-\udcff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +185,9 @@ def import_jsonl(store: MemoryStore, source: Iterable[str]) -> TransferCounts:
 def read_export(source: Iterable[str]) -> Export:
     """Read and check a whole export; ``ValidationError`` naming the first bad line.
     ``source`` may be any iterable of lines; ``limits.bounded_lines`` keeps an endless
-    one from filling memory."""
+    one from filling memory. Decode a file with ``errors="surrogateescape"``: a byte
+    that is not UTF-8 is then named by its line (a decoder's own error can only count
+    bytes from where its last chunk began)."""
     memories: list[Memory] = []
     events: list[tuple[datetime, int, TelemetryEvent]] = []
     tombstones: list[Tombstone] = []
@@ -302,6 +307,11 @@ def _records(source: Iterable[str],
         if too_long(line, IMPORT_LINE_MAX):
             raise ValidationError(f"line {number} is longer than {IMPORT_LINE_MAX:,} "
                                   "characters (the limit)")
+        undecoded = _UNDECODED.search(line)
+        if undecoded is not None:
+            raise ValidationError(
+                f"line {number}: not UTF-8 text (byte 0x{ord(undecoded.group()) - 0xDC00:02x} "
+                f"at character {undecoded.start() + 1}): save the file as UTF-8")
         if not line.strip():
             continue
         try:
