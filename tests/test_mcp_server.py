@@ -11,6 +11,7 @@ import importlib
 import json
 import os
 import socket
+import sqlite3
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -387,6 +388,36 @@ def test_a_citation_whose_commit_cannot_be_read_is_unverifiable_not_missing(
                       "exists": None, "holds": False, "detail": "network down"}
     assert here["outcome"] == "valid"
     assert (data["valid_count"], data["invalid_count"], data["unverifiable_count"]) == (1, 0, 1)
+
+
+def test_a_verdict_pass_the_store_refused_does_not_fail_the_next_read(
+        repo: GitRepo, db: Path) -> None:
+    """Another process holds the SQLite write lock past the busy timeout: the verdict
+    pass of memory_get_recent cannot write, and fails. The events it could not write
+    stayed queued, and memory_stats (a read, which answers while a writer holds the
+    lock) wrote them first: it failed too, on the lock, and so did every read that
+    counts telemetry after it (QA finding)."""
+    server = build_server(lambda: MemoryService(SQLiteStore(db, timeout=0.2),
+                                                LocalGitSource(repo.path)), default_repo=REPO)
+    blocker = sqlite3.connect(db, isolation_level=None)
+
+    async def scenario(client: mcp.Client) -> tuple[CallToolResult, CallToolResult,
+                                                    CallToolResult]:
+        await client.call_tool("memory_store", new_memory())
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            recent = await client.call_tool("memory_get_recent", {})
+            stats = await client.call_tool("memory_stats", {})
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        return recent, stats, await client.call_tool("memory_stats", {})
+
+    recent, locked, free = session(server, scenario)
+    assert "locked by another process" in error(recent)
+    assert ok(locked)["total"] == 1  # answered while the lock was held
+    # Once the lock is free, the queued reads are written and counted.
+    assert ok(free)["events"]["retrieved"] == 1
 
 
 def test_memory_text_is_quoted_as_data(server: Any) -> None:

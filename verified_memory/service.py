@@ -624,7 +624,7 @@ class MemoryService:
 
     def stats(self, repo: str) -> RepoStats:
         repo = validate_repo(repo)
-        self.telemetry.flush()
+        self.telemetry.flush_for_reading()
         return self.memories.stats(repo)
 
     def read_view(self, query: ViewQuery) -> list[dict[str, Any]]:
@@ -632,7 +632,7 @@ class MemoryService:
         counting what is still buffered too."""
         if query.repo is not None:
             validate_repo(query.repo)
-        self.telemetry.flush()
+        self.telemetry.flush_for_reading()
         return self.memories.read_view(query)
 
     # ------------------------------------------------------------------ verifying
@@ -1012,7 +1012,7 @@ class MemoryService:
         the live telemetry (``vmem db compact`` archives what is older), and the archive
         too with ``archived`` (``audit_archived`` says when that would show more)."""
         _check_limit(limit)
-        self.telemetry.flush()
+        self.telemetry.flush_for_reading()
         return trail(self.memories, memory_id, repo=repo, kinds=kinds, reads=reads,
                      since=since, limit=limit, archived=archived)
 
@@ -1050,7 +1050,7 @@ class MemoryService:
 
     def info(self) -> StoreInfo:
         """Where the store is, its schema version, size and counts (``vmem where``)."""
-        self.telemetry.flush()
+        self.telemetry.flush_for_reading()
         return self.memories.info()
 
 
