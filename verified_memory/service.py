@@ -54,7 +54,7 @@ from verified_memory.quality import (
     rank_search,
     safe_filtered,
 )
-from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo
+from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo, no_file
 from verified_memory.store.base import (
     MemoryStore,
     add_unless_duplicate,
@@ -740,7 +740,8 @@ class MemoryService:
         revision = source.resolve(ref)
         blob = source.tree(revision).get(cite.path)
         if blob is None:
-            raise NotFound(f"{cite.path} does not exist at {ref}")
+            at = ref + (f" ({revision[:12]})" if revision != ref else "")
+            raise NotFound(no_file(source, revision, cite.path, at))
         file = FileCache(source).get(blob)
         if file is None:
             raise ValidationError(f"{cite.path} is binary or not UTF-8 text")

@@ -37,6 +37,7 @@ __all__ = [
     "SourceFactory",
     "SourcesByRepo",
     "git_blob_sha",
+    "no_file",
 ]
 
 
@@ -222,6 +223,31 @@ class ClosingSource:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def no_file(source: CodeSource, revision: str, path: str, at: str) -> str:
+    """Why ``path`` has no blob at ``revision`` (``at`` names it for the user): a
+    symbolic link, a submodule or a directory, or a path that goes through a link or
+    into a submodule, is named as such, since the user sees it on disk; else it does
+    not exist. One wording for storing, verifying and reading a citation, whatever the
+    source (``DescribesEntries``)."""
+    if isinstance(source, DescribesEntries):
+        kind = source.entry_kind(revision, path)
+        if kind is not None:
+            return f"{path} is {kind} at {at}, not a file"
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            parent = "/".join(parts[:depth])
+            kind = source.entry_kind(revision, parent)
+            if kind == "a symbolic link":
+                return (f"{path} is behind the symbolic link {parent} at {at}, "
+                        "which is never followed")
+            if kind == "a submodule":
+                return (f"{path} is in the submodule {parent} at {at}, whose files are "
+                        "not this repository's")
+            if kind is None:
+                break
+    return f"{path} does not exist at {at}"
 
 
 def git_blob_sha(data: bytes) -> str:
