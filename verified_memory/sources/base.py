@@ -143,8 +143,13 @@ class CountsRequests(Protocol):
     @property
     def requests_before_pass(self) -> int:
         """``requests`` before the current pass (``budget.time_budget``) sent its first
-        one (``requests`` outside a pass): the scope an entry point says before a pass,
-        within its time budget, is counted with the pass, which reuses its answers."""
+        one (``requests`` outside a pass), or since a pass before it in the same budget
+        was ``counted``: the scope an entry point says before a pass, within its time
+        budget, is counted with the pass, which reuses its answers."""
+
+    def counted(self) -> None:
+        """A pass counted every request so far: the next one in the same time budget
+        counts from here."""
 
 
 @runtime_checkable

@@ -436,6 +436,10 @@ class GitHubSource(ClosingSource):
         reports what it spent from there (``GitHubHttp.requests_before_pass``)."""
         return self._http.requests_before_pass()
 
+    def counted(self) -> None:
+        """The pass counted every request so far (``GitHubHttp.counted``)."""
+        self._http.counted()
+
     @property
     def rate_limited_requests(self) -> int:
         """Requests that counted against the primary rate limit (all answers but 304)."""

@@ -195,6 +195,8 @@ class VerificationPass:
             asked = {m.id for m in placing}
             newer = _judged_later(source, scope, [m for m, _, _, _ in checked])
             spent = _requests(source) - before
+            if isinstance(source, CountsRequests):  # the next pass counts from here
+                source.counted()
             requests += spent
             decided += [self._decide(memory, checks, decision, reason, scope, now,
                                      contained=inside if memory.id in asked else None,
