@@ -209,6 +209,12 @@ def test_a_404_from_compare_judges_nothing_and_the_next_pass_asks_again(
             assert seen.decision is Decision.INVALIDATE
             assert seen.scope is Scope.UNMERGED  # not judged
             assert seen.change is None
+            # Not "stored on a commit main does not contain yet": that could not be told.
+            assert seen.reason is not None
+            assert seen.reason.endswith(
+                f"not judged: GitHub could not compare its commit {stored[:12]} with main "
+                "(unknown to GitHub, or not reachable there), so whether main contains it "
+                "cannot be told"), seen.reason
             after = svc.memories.get(memory.id)
             assert (after.status, after.verified_ref, after.verification_count) == (
                 Status.ACTIVE, None, 0)

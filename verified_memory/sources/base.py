@@ -185,11 +185,15 @@ class DescribesEntries(Protocol):
 @runtime_checkable
 class KnowsCommits(Protocol):
     """A source that can say which commits its copy of the repository lacks (a shallow
-    clone cut its history): a commit it lacks may be on the main line or not, which
-    ``contained`` alone cannot tell apart."""
+    clone cut its history; GitHub could not compare them): a commit it lacks may be on
+    the main line or not, which ``contained`` alone cannot tell apart."""
 
     def lacks(self, commits: Collection[str]) -> frozenset[str]:
         """Those of ``commits`` (full shas) this repository does not have."""
+
+    def lacking(self, commits: str, main: str) -> str:
+        """Why whether ``main`` contains ``commits`` (short shas, joined) cannot be
+        told, for the reason of a memory that is therefore not judged."""
 
 
 @runtime_checkable
