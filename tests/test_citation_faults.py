@@ -26,7 +26,7 @@ from tests.gitrepo import GitRepo
 from verified_memory import budget as budgets
 from verified_memory.budget import time_budget
 from verified_memory.cli import main
-from verified_memory.errors import BudgetSpent, ValidationError
+from verified_memory.errors import BudgetSpent, NotFound, ValidationError
 from verified_memory.models import Decision, Outcome, Status
 from verified_memory.service import MemoryService
 from verified_memory.sources.fake import DictSource
@@ -241,7 +241,7 @@ def test_git_never_follows_a_link_to_outside_code(repo: GitRepo, service: Memory
         # refused, and named: the user sees the link on disk
         with pytest.raises(ValidationError, match="symbolic link"):
             remember(service, path, (1, 1))
-        with pytest.raises(Exception, match="does not exist"):
+        with pytest.raises(NotFound, match="symbolic link"):  # read as when stored
             service.read_citation(REPO, path, (1, 1))
 
 
@@ -260,10 +260,11 @@ def test_the_worktree_never_reads_through_a_link(repo: GitRepo, tmp_path: Path,
         os.symlink(outside, repo.path / "pkg")
         assert "pkg/a.py" not in tree
         assert tree.get("pkg/a.py") is None
-        assert source.entry_kind("worktree", "pkg/a.py") == "behind a symbolic link"
+        assert source.entry_kind("worktree", "pkg/a.py") is None
+        assert source.entry_kind("worktree", "pkg") == "a symbolic link"
         found, detail = outcome(service, memory)
-        assert found is Outcome.MISSING
-        assert "behind a symbolic link" in detail
+        assert (found, detail) == (Outcome.MISSING, "pkg/a.py is behind the symbolic link "
+                                                    "pkg at worktree, which is never followed")
         # The cited file itself swapped for a link to the same code outside.
         os.remove(repo.path / "pkg")
         os.rename(tmp_path / "pkg-away", repo.path / "pkg")

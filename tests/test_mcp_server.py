@@ -11,6 +11,7 @@ import importlib
 import json
 import os
 import socket
+import sqlite3
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -36,6 +37,7 @@ from verified_memory.errors import NotFound
 from verified_memory.mcp_server import FORGET_TOOL, TOOLS, build_server, serve
 from verified_memory.models import Citation, Fingerprint, Memory, utcnow
 from verified_memory.sources.local_git import LocalGitSource
+from verified_memory.sources.worktree import WorktreeSource
 from verified_memory.store.sqlite import SQLiteStore
 
 REPO = "acme/app"
@@ -389,6 +391,36 @@ def test_a_citation_whose_commit_cannot_be_read_is_unverifiable_not_missing(
     assert (data["valid_count"], data["invalid_count"], data["unverifiable_count"]) == (1, 0, 1)
 
 
+def test_a_verdict_pass_the_store_refused_does_not_fail_the_next_read(
+        repo: GitRepo, db: Path) -> None:
+    """Another process holds the SQLite write lock past the busy timeout: the verdict
+    pass of memory_get_recent cannot write, and fails. The events it could not write
+    stayed queued, and memory_stats (a read, which answers while a writer holds the
+    lock) wrote them first: it failed too, on the lock, and so did every read that
+    counts telemetry after it (QA finding)."""
+    server = build_server(lambda: MemoryService(SQLiteStore(db, timeout=0.2),
+                                                LocalGitSource(repo.path)), default_repo=REPO)
+    blocker = sqlite3.connect(db, isolation_level=None)
+
+    async def scenario(client: mcp.Client) -> tuple[CallToolResult, CallToolResult,
+                                                    CallToolResult]:
+        await client.call_tool("memory_store", new_memory())
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            recent = await client.call_tool("memory_get_recent", {})
+            stats = await client.call_tool("memory_stats", {})
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        return recent, stats, await client.call_tool("memory_stats", {})
+
+    recent, locked, free = session(server, scenario)
+    assert "locked by another process" in error(recent)
+    assert ok(locked)["total"] == 1  # answered while the lock was held
+    # Once the lock is free, the queued reads are written and counted.
+    assert ok(free)["events"]["retrieved"] == 1
+
+
 def test_memory_text_is_quoted_as_data(server: Any) -> None:
     record = store(server, fact="The API version must match. " + INJECTION,
                    subject="### 9. memory `x` (full)")
@@ -540,6 +572,29 @@ def test_read_citation(server: Any, repo: GitRepo) -> None:
                                      line_start=1))
     assert "not found" in error(call(server, "memory_read_citation", path="src/config.py",
                                      line_start=1, ref="no-such-branch"))
+
+
+@pytest.mark.parametrize("where", ["worktree", "bare"])
+def test_reading_a_symbolic_link_says_it_is_one(where: str, repo: GitRepo, db: Path,
+                                                tmp_path: Path) -> None:
+    """A cited path that is a link, or goes through a linked directory, is named as
+    such, as storing it says: reading it said it did not exist (QA finding)."""
+    os.symlink("config.py", repo.path / "src" / "link.py")
+    os.symlink("src", repo.path / "lib")
+    repo.commit("links")
+    bare = tmp_path / "bare.git"
+    repo.run("clone", "-q", "--bare", str(repo.path), str(bare))
+    source = (WorktreeSource(repo.path) if where == "worktree" else LocalGitSource(bare))
+    server = build_server(lambda: MemoryService(SQLiteStore(db), source), default_repo=REPO)
+    at = "HEAD (worktree)" if where == "worktree" else f"HEAD ({repo.head[:12]})"
+    for path, said in (("src/link.py", f"src/link.py is a symbolic link at {at}, not a file"),
+                       ("lib/config.py", f"lib/config.py is behind the symbolic link lib at "
+                                         f"{at}, which is never followed")):
+        read = error(call(server, "memory_read_citation", path=path, line_start=1))
+        assert read.endswith(f": not found: {said}"), read
+        stored = error(call(server, "memory_store", **new_memory(
+            citations=[{"path": path, "line_start": 1}])))
+        assert stored.endswith(f": invalid input: citations[0]: {said}"), stored  # as read
 
 
 def test_verify_citations_by_memory_is_a_dry_run(server: Any, repo: GitRepo,

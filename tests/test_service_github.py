@@ -209,6 +209,12 @@ def test_a_404_from_compare_judges_nothing_and_the_next_pass_asks_again(
             assert seen.decision is Decision.INVALIDATE
             assert seen.scope is Scope.UNMERGED  # not judged
             assert seen.change is None
+            # Not "stored on a commit main does not contain yet": that could not be told.
+            assert seen.reason is not None
+            assert seen.reason.endswith(
+                f"not judged: GitHub could not compare its commit {stored[:12]} with main "
+                "(unknown to GitHub, or not reachable there), so whether main contains it "
+                "cannot be told"), seen.reason
             after = svc.memories.get(memory.id)
             assert (after.status, after.verified_ref, after.verification_count) == (
                 Status.ACTIVE, None, 0)
@@ -218,3 +224,30 @@ def test_a_404_from_compare_judges_nothing_and_the_next_pass_asks_again(
     with service(tmp_path) as svc:
         assert svc.verify(repo="octo/demo", ref="main").verifications[0].change == "invalidated"
         assert svc.memories.get(memory.id).status is Status.INVALID
+
+
+def test_two_passes_in_one_time_budget_each_count_their_own_requests(
+        rsps: responses.RequestsMock, tmp_path: Path) -> None:
+    # The Python API may run two passes inside one time budget (the CLI and MCP open
+    # one per command): the second counted from the budget's first request, so its
+    # report and its events included the first pass's requests (QA finding).
+    from verified_memory.budget import time_budget
+
+    fake = FakeGitHub("octo/demo")
+    fake.commit({"src/app.py": APP})
+    fake.install(rsps)
+    with service(tmp_path) as svc:
+        memory = svc.store({"repo": "octo/demo", "subject": "Retries", "fact": "three",
+                            "citations": [{"path": "src/app.py", "line_start": 1,
+                                           "line_end": 3}]}, ref="main")
+        fake.commit({"src/app.py": "# header\n\n" + APP})  # main moved the code down
+        sent: list[int] = []
+        with time_budget(60):
+            for _ in range(2):
+                before = len(rsps.calls)
+                report = svc.verify([memory.id], ref="main")
+                sent.append(len(rsps.calls) - before)
+                assert report.requests == sent[-1]
+        events = svc.memories.events(memory_id=memory.id, kinds=[EventKind.VERIFIED_VALID])
+    assert sent[0] > 0
+    assert sorted(e.detail["pass_requests"] for e in events) == sorted(sent)

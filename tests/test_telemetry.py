@@ -211,3 +211,28 @@ def test_a_view_answers_when_the_store_is_locked_and_waits_on_it_once(
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
+
+
+def test_reads_that_count_telemetry_answer_while_the_store_is_locked(
+        db: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Events a read queued are written before a read that counts them; another process
+    holding the SQLite write lock must not fail that read (in WAL mode reads go on):
+    it counts what is stored, and the events wait for the next write."""
+    from verified_memory.store.views import ViewQuery
+
+    with MemoryService(SQLiteStore(db, timeout=0.05)) as service:
+        [newest, *_] = service.get_recent(REPO)
+        blocker = sqlite3.connect(db, isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            with caplog.at_level(logging.WARNING, logger="verified_memory.telemetry"):
+                assert service.stats(REPO).total == 3
+                assert service.audit(newest.id, reads=True) == []  # not written yet
+                assert service.info().memories == 3
+                assert len(service.read_view(ViewQuery("agent_memory_quality", repo=REPO))) == 1
+            assert "3 events not counted yet" in caplog.text
+            assert len(service.telemetry) == 3  # kept for the next write
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert service.stats(REPO).events[EventKind.RETRIEVED.value] == 3

@@ -54,7 +54,7 @@ from verified_memory.quality import (
     rank_search,
     safe_filtered,
 )
-from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo
+from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo, no_file
 from verified_memory.store.base import (
     MemoryStore,
     add_unless_duplicate,
@@ -624,7 +624,7 @@ class MemoryService:
 
     def stats(self, repo: str) -> RepoStats:
         repo = validate_repo(repo)
-        self.telemetry.flush()
+        self.telemetry.flush_for_reading()
         return self.memories.stats(repo)
 
     def read_view(self, query: ViewQuery) -> list[dict[str, Any]]:
@@ -632,7 +632,7 @@ class MemoryService:
         counting what is still buffered too."""
         if query.repo is not None:
             validate_repo(query.repo)
-        self.telemetry.flush()
+        self.telemetry.flush_for_reading()
         return self.memories.read_view(query)
 
     # ------------------------------------------------------------------ verifying
@@ -740,7 +740,8 @@ class MemoryService:
         revision = source.resolve(ref)
         blob = source.tree(revision).get(cite.path)
         if blob is None:
-            raise NotFound(f"{cite.path} does not exist at {ref}")
+            at = ref + (f" ({revision[:12]})" if revision != ref else "")
+            raise NotFound(no_file(source, revision, cite.path, at))
         file = FileCache(source).get(blob)
         if file is None:
             raise ValidationError(f"{cite.path} is binary or not UTF-8 text")
@@ -1012,7 +1013,7 @@ class MemoryService:
         the live telemetry (``vmem db compact`` archives what is older), and the archive
         too with ``archived`` (``audit_archived`` says when that would show more)."""
         _check_limit(limit)
-        self.telemetry.flush()
+        self.telemetry.flush_for_reading()
         return trail(self.memories, memory_id, repo=repo, kinds=kinds, reads=reads,
                      since=since, limit=limit, archived=archived)
 
@@ -1050,7 +1051,7 @@ class MemoryService:
 
     def info(self) -> StoreInfo:
         """Where the store is, its schema version, size and counts (``vmem where``)."""
-        self.telemetry.flush()
+        self.telemetry.flush_for_reading()
         return self.memories.info()
 
 

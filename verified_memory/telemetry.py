@@ -6,7 +6,8 @@ query did (a transaction, two index updates a row; a round trip on Postgres). So
 service hands them to a ``TelemetryBuffer``, which writes them in one batch:
 
 - before the service's next write (so telemetry stays in the order things happened),
-  and before it reads telemetry back (``stats``);
+  and before it reads telemetry back (``stats``), unless the store will not take them
+  then: a read answers while another process writes;
 - when 1,000 events are waiting, or a second after the first one arrived (a timer
   thread);
 - when the service closes, and at interpreter exit for a service nobody closed.
@@ -104,6 +105,18 @@ class TelemetryBuffer:
                     log.warning("telemetry: dropped %d events the store could not take",
                                 dropped)
             raise
+
+    def flush_for_reading(self) -> None:
+        """Write what is queued before a read that counts it (stats, a trail, a
+        dashboard view), unless the store will not take it now: a SQLite store answers
+        reads while another process holds its write lock, so the read must not fail on
+        the events a read or a failed pass left queued. They stay queued (for the next
+        write), and the read counts what is stored."""
+        try:
+            self.flush()
+        except VerifiedMemoryError as exc:
+            log.warning("telemetry: %d event%s not counted yet: %s", len(self),
+                        "" if len(self) == 1 else "s", exc)
 
     def close(self) -> int:
         """Write what is queued, as when a service closes; returns how many events were

@@ -310,8 +310,8 @@ def _verify_summary(report: VerificationReport) -> str:
     if branch:
         text += f"; {branch} not judged (stored on a branch not merged yet)"
     if report.not_in_clone:
-        text += (f"; {report.not_in_clone} not judged (their commit is not in this clone: "
-                 "a shallow clone? git fetch --unshallow)")
+        text += (f"; {report.not_in_clone} not judged (their commit is not in this clone, "
+                 "or GitHub could not compare it: a shallow clone? git fetch --unshallow)")
     if report.behind:
         text += (f"; {report.behind} not judged (judged at a later commit of the main line "
                  "already)")

@@ -152,7 +152,8 @@ class GitHubHttp:
 
     Counters: ``requests`` (every attempt sent) and ``rate_limited_requests`` (every
     answer that counts against the primary rate limit: all but 304s; a request that got
-    no answer is not counted there), and ``requests_before_pass()``. ``rate_limit``
+    no answer is not counted there), and ``requests_before_pass()`` (moved on by
+    ``counted()``). ``rate_limit``
     holds the last seen (remaining, limit, reset epoch) when GitHub sent them.
     """
 
@@ -192,6 +193,12 @@ class GitHubHttp:
         budget = budgets.current()
         return self._pass_began if budget is not None and budget is self._pass else (
             self.requests)
+
+    def counted(self) -> None:
+        """A pass counted every request so far: a later pass in the same time budget
+        (the Python API may run two) counts from here, its own scope line's included."""
+        if budgets.current() is self._pass:
+            self._pass_began = self.requests
 
     def scrub(self, text: str) -> str:
         """``text`` with every configured secret replaced by ``***``."""

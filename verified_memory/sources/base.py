@@ -37,6 +37,7 @@ __all__ = [
     "SourceFactory",
     "SourcesByRepo",
     "git_blob_sha",
+    "no_file",
 ]
 
 
@@ -142,8 +143,13 @@ class CountsRequests(Protocol):
     @property
     def requests_before_pass(self) -> int:
         """``requests`` before the current pass (``budget.time_budget``) sent its first
-        one (``requests`` outside a pass): the scope an entry point says before a pass,
-        within its time budget, is counted with the pass, which reuses its answers."""
+        one (``requests`` outside a pass), or since a pass before it in the same budget
+        was ``counted``: the scope an entry point says before a pass, within its time
+        budget, is counted with the pass, which reuses its answers."""
+
+    def counted(self) -> None:
+        """A pass counted every request so far: the next one in the same time budget
+        counts from here."""
 
 
 @runtime_checkable
@@ -179,11 +185,15 @@ class DescribesEntries(Protocol):
 @runtime_checkable
 class KnowsCommits(Protocol):
     """A source that can say which commits its copy of the repository lacks (a shallow
-    clone cut its history): a commit it lacks may be on the main line or not, which
-    ``contained`` alone cannot tell apart."""
+    clone cut its history; GitHub could not compare them): a commit it lacks may be on
+    the main line or not, which ``contained`` alone cannot tell apart."""
 
     def lacks(self, commits: Collection[str]) -> frozenset[str]:
         """Those of ``commits`` (full shas) this repository does not have."""
+
+    def lacking(self, commits: str, main: str) -> str:
+        """Why whether ``main`` contains ``commits`` (short shas, joined) cannot be
+        told, for the reason of a memory that is therefore not judged."""
 
 
 @runtime_checkable
@@ -222,6 +232,31 @@ class ClosingSource:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def no_file(source: CodeSource, revision: str, path: str, at: str) -> str:
+    """Why ``path`` has no blob at ``revision`` (``at`` names it for the user): a
+    symbolic link, a submodule or a directory, or a path that goes through a link or
+    into a submodule, is named as such, since the user sees it on disk; else it does
+    not exist. One wording for storing, verifying and reading a citation, whatever the
+    source (``DescribesEntries``)."""
+    if isinstance(source, DescribesEntries):
+        kind = source.entry_kind(revision, path)
+        if kind is not None:
+            return f"{path} is {kind} at {at}, not a file"
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            parent = "/".join(parts[:depth])
+            kind = source.entry_kind(revision, parent)
+            if kind == "a symbolic link":
+                return (f"{path} is behind the symbolic link {parent} at {at}, "
+                        "which is never followed")
+            if kind == "a submodule":
+                return (f"{path} is in the submodule {parent} at {at}, whose files are "
+                        "not this repository's")
+            if kind is None:
+                break
+    return f"{path} does not exist at {at}"
 
 
 def git_blob_sha(data: bytes) -> str:

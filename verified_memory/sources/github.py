@@ -381,6 +381,8 @@ class GitHubSource(ClosingSource):
         self._lock = threading.RLock()
         self._trees: dict[str, GitHubTree] = {}
         self._comparisons: dict[str, _Comparison | None] = {}
+        #: Commits whose latest ``contained`` question GitHub did not answer (``lacks``).
+        self._uncompared: set[str] = set()
         self._main_line: MainLine | None = None
         self._resolved_in: Budget | None = None  # the pass whose answers ``_resolved`` holds
         self._resolved: dict[str, str] = {}
@@ -435,6 +437,10 @@ class GitHubSource(ClosingSource):
         """``requests`` before the current pass (time budget) began sending: a pass
         reports what it spent from there (``GitHubHttp.requests_before_pass``)."""
         return self._http.requests_before_pass()
+
+    def counted(self) -> None:
+        """The pass counted every request so far (``GitHubHttp.counted``)."""
+        self._http.counted()
 
     @property
     def rate_limited_requests(self) -> int:
@@ -610,7 +616,8 @@ class GitHubSource(ClosingSource):
         """Those of ``commits`` in ``tip``'s history: ``compare/{commit}...{tip}`` says
         ``ahead`` or ``identical``. A commit GitHub cannot compare (404: unknown to it
         yet, a deleted fork, no access) is not contained in this answer, which leaves a
-        memory stored on it not judged; that is no answer, so it is asked again."""
+        memory stored on it not judged; that is no answer, so it is asked again (and
+        ``lacks`` names it, for the memory's reason)."""
         tip = self.resolve(tip)
         inside: set[str] = set()
         for commit in {c for c in commits if isinstance(c, str) and FULL_SHA.fullmatch(c)}:
@@ -629,12 +636,25 @@ class GitHubSource(ClosingSource):
                     answer = status in ("ahead", "identical")
                     if status in _COMPARED:  # an answer: a commit's ancestry never changes
                         self._meta.put("contains", key, answer, keep=_KEEP_SUBTREES)
+                        self._uncompared.discard(commit)
                     else:
+                        self._uncompared.add(commit)
                         log.info("GitHub cannot compare %s (%d %s): not placed this time",
                                  key, reply.status, reply.message())
             if answer:
                 inside.add(commit)
         return frozenset(inside)
+
+    def lacks(self, commits: Collection[str]) -> frozenset[str]:
+        """Those of ``commits`` GitHub could not compare when ``contained`` last asked
+        (unknown to it, or not reachable there): no request."""
+        with self._lock:
+            return frozenset(c for c in commits if c in self._uncompared)
+
+    def lacking(self, commits: str, main: str) -> str:
+        return (f"GitHub could not compare its commit {commits} with {main} (unknown to "
+                f"GitHub, or not reachable there), so whether {main} contains it cannot "
+                "be told")
 
     def renames(self, old_revision: str, new_revision: str) -> Sequence[Rename]:
         """Files renamed (``status: renamed``) or deleted (``removed``) between two

@@ -541,6 +541,10 @@ class LocalGitSource(ClosingSource):
         wanted = sorted({c for c in commits if isinstance(c, str) and FULL_SHA.fullmatch(c)})
         return frozenset(wanted) - self._commits_present(wanted) if wanted else frozenset()
 
+    def lacking(self, commits: str, main: str) -> str:
+        return (f"this clone lacks its commit {commits} (a shallow clone?), so whether "
+                f"{main} contains it cannot be told (git fetch --unshallow)")
+
     # ------------------------------------------------------------------ helpers
 
     def _commits_present(self, commits: list[str]) -> set[str]:

@@ -261,12 +261,13 @@ class WorktreeSource(ClosingSource):
 
     def entry_kind(self, revision: str, path: str) -> str | None:
         """What ``path`` is on disk when it is not a file this source reads: 'a symbolic
-        link', 'a directory', 'behind a symbolic link'; None otherwise."""
+        link', 'a directory'; None otherwise (a path through a link too: which of its
+        directories is the link, ``sources.base.no_file`` asks)."""
         if revision != REVISION or not isinstance(path, str) or not _safe(path):
             return None
         parent = self._parent_fd(path)
         if parent is None:
-            return "behind a symbolic link" if self._through_link(path) else None
+            return None
         try:
             st = os.stat(path.rsplit("/", 1)[-1], dir_fd=parent, follow_symlinks=False)
         except OSError:
@@ -296,10 +297,6 @@ class WorktreeSource(ClosingSource):
             os.close(fd)
             fd = inner
         return fd
-
-    def _through_link(self, path: str) -> bool:
-        parts = path.split("/")[:-1]
-        return any((self.root.joinpath(*parts[:i + 1])).is_symlink() for i in range(len(parts)))
 
     def _lstat(self, path: str) -> os.stat_result | None:
         """``lstat`` of ``path`` inside the working copy, never through a symbolic link."""

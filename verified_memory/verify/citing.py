@@ -14,7 +14,7 @@ from verified_memory.anchors import treesitter
 from verified_memory.anchors.fingerprint import fingerprint_lines, has_code
 from verified_memory.errors import ValidationError
 from verified_memory.models import Citation, CitationRef
-from verified_memory.sources.base import CodeSource, DescribesEntries
+from verified_memory.sources.base import CodeSource, no_file
 from verified_memory.verify.files import FileCache, FileText
 
 __all__ = ["fingerprint_citation", "refingerprinted"]
@@ -36,7 +36,7 @@ def fingerprint_citation(source: CodeSource, files: FileCache, ref: str, cite: C
     at = named + (f" ({revision[:12]})" if revision != named else "")
     blob = source.tree(revision).get(cite.path)
     if blob is None:
-        raise ValidationError(f"{where}: {_not_a_file(source, revision, cite.path, at)}")
+        raise ValidationError(f"{where}: {no_file(source, revision, cite.path, at)}")
     file = files.get(blob)
     if file is None:
         raise ValidationError(f"{where}: {cite.path} {files.not_text(blob) or 'is not text'}"
@@ -54,26 +54,6 @@ def fingerprint_citation(source: CodeSource, files: FileCache, ref: str, cite: C
     return Citation(cite.path, cite.line_start, cite.line_end,
                     sha=revision if source.pins_commits else None, blob_sha=blob,
                     fingerprint=fingerprint)
-
-
-def _not_a_file(source: CodeSource, revision: str, path: str, at: str) -> str:
-    """Why ``path`` has no blob at ``revision``: a symbolic link, a submodule or a
-    directory (or inside a submodule or a linked directory) is named as such, since the
-    user sees it on disk; else it does not exist."""
-    if isinstance(source, DescribesEntries):
-        kind = source.entry_kind(revision, path)
-        if kind is not None:
-            return f"{path} is {kind} at {at}, not a file"
-        parts = path.split("/")
-        for depth in range(1, len(parts)):
-            parent = "/".join(parts[:depth])
-            kind = source.entry_kind(revision, parent)
-            if kind in ("a submodule", "a symbolic link"):
-                return (f"{path} is in the {kind.removeprefix('a ')} {parent} at {at}, "
-                        "whose files are not this repository's")
-            if kind is None:
-                break
-    return f"{path} does not exist at {at}"
 
 
 def refingerprinted(citation: Citation, file: FileText) -> Citation:

@@ -37,7 +37,7 @@ from verified_memory import budget as budgets
 from verified_memory.anchors.hashing import BLANK, line_hashes
 from verified_memory.errors import NotFound, SourceUnavailable
 from verified_memory.models import Citation, CitationCheck, Location, Outcome
-from verified_memory.sources.base import CodeSource, CountsRequests, DescribesEntries
+from verified_memory.sources.base import CodeSource, CountsRequests, no_file
 from verified_memory.verify.files import FileCache, FileText
 
 __all__ = [
@@ -255,13 +255,9 @@ class Verifier:
         if blob is not None:
             return CitationCheck(c, Outcome.MISSING, None, blob, 0.0, step=5,
                                  detail=f"{c.path} {unreadable or 'is not text'} now")
-        kind = (self.source.entry_kind(revision, c.path)
-                if isinstance(self.source, DescribesEntries) else None)
-        if kind is not None:  # never followed: it could lead out of the repository
-            return CitationCheck(c, Outcome.MISSING, None, None, 0.0, step=5,
-                                 detail=f"{c.path} is {kind} at {revision[:12]}, not a file")
+        # A link is never followed: it could lead out of the repository.
         return CitationCheck(c, Outcome.MISSING, None, None, 0.0, step=5,
-                             detail=f"{c.path} does not exist at {revision[:12]}")
+                             detail=no_file(self.source, revision, c.path, revision[:12]))
 
 
 class Locator:

@@ -195,11 +195,15 @@ class VerificationPass:
             asked = {m.id for m in placing}
             newer = _judged_later(source, scope, [m for m, _, _, _ in checked])
             spent = _requests(source) - before
+            if isinstance(source, CountsRequests):  # the next pass counts from here
+                source.counted()
             requests += spent
             decided += [self._decide(memory, checks, decision, reason, scope, now,
                                      contained=inside if memory.id in asked else None,
                                      revive=revive, requests=spent, files=verifier.files,
-                                     behind=memory.id in newer, lacking=lacking)
+                                     behind=memory.id in newer, lacking=lacking,
+                                     lacking_why=(source.lacking if isinstance(
+                                         source, KnowsCommits) else None))
                         for memory, checks, decision, reason in checked]
         # Written after every repository was checked: one transaction per batch, not
         # one per repository (a pass over a team's store spans many).
@@ -242,7 +246,8 @@ class VerificationPass:
                 reason: str | None, scope: PassScope, now: datetime, *,
                 contained: frozenset[str] | None, revive: frozenset[Status], requests: int,
                 files: FileCache, behind: bool = False,
-                lacking: frozenset[str] = frozenset()) -> Decided:
+                lacking: frozenset[str] = frozenset(),
+                lacking_why: Callable[[str, str], str] | None = None) -> Decided:
         """The verdict on one memory (or the view of it), the change it calls for (None:
         nothing changes), and the event that records the outcome (``Decided``).
 
@@ -250,7 +255,9 @@ class VerificationPass:
         memory had to be placed (None: it was judged on the main line before). One that
         does not hold and cites a commit not contained (an unmerged branch) is not
         judged until it is merged. ``behind``: the memory was judged at a later commit of
-        the main line than this explicit apply's, whose verdict stands."""
+        the main line than this explicit apply's, whose verdict stands. ``lacking``: the
+        citation commits the source could not place (``KnowsCommits``), which its
+        ``lacking_why`` words for the reason instead of "not merged yet"."""
         kind = scope.kind
         transition: Transition | None = None
         merged = contained is None or all(c.sha in contained for c in memory.citations)
@@ -265,9 +272,8 @@ class VerificationPass:
                 kind = Scope.UNMERGED
                 absent = sorted({c.sha[:12] for c in memory.citations if c.sha in lacking})
                 reason = (f"{reason}; not judged: " + (
-                    f"this clone lacks its commit {', '.join(absent)} (a shallow clone?), so "
-                    f"whether {scope.verdict_ref} contains it cannot be told (git fetch "
-                    "--unshallow)" if absent else
+                    lacking_why(", ".join(absent), scope.verdict_ref)
+                    if absent and lacking_why is not None else
                     f"it was stored on a commit that {scope.verdict_ref} does not contain "
                     "yet (judged once merged)"))
             elif decision is not Decision.UNVERIFIED and (
