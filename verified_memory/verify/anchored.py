@@ -49,7 +49,8 @@ with evidence, cheapest first:
   that continue it and every candidate, under any of its names) and nothing else was
   found: a copy in another definition of another file is the cited code inlined or
   moved there, if it is new there, that file is the only other one holding the lines
-  at all, and they were the cited file's only copy of them (``STRAY``).
+  at all, they were the cited file's only copy of them, and the definition around
+  the copy is not a namesake the name rules turned down (``STRAY``).
 
 The old file is read (once per run, like every file) only when step 1 did not decide;
 parsing, the dearest part, only when provenance cannot decide. That holds for the anchor
@@ -536,7 +537,8 @@ class AnchorLocator(Locator, Origins):
                   or self._new_name(verifier, citation, path, d.name, renamed_from,
                                     unknown=True)]
         if not ranked:
-            if gone and len(places) == 1 and fresh and self._stray(verifier, citation):
+            if gone and len(places) == 1 and fresh and self._stray(verifier, citation) \
+                    and not _namesake_holds(defs, anchor, fresh[0]):
                 return fresh[0], False, STRAY
             return None, False, 0
         best = min(rank for rank, _ in ranked)
@@ -861,6 +863,16 @@ def _changed_place(citation: Citation, anchor: Anchor, definition: treesitter.De
     first = min(max(start + 1, lo), hi)
     last = min(first + len(hashes) - 1, hi)
     return Location(path, first, last)
+
+
+def _namesake_holds(defs: Sequence[treesitter.Definition], anchor: Anchor,
+                    place: Location) -> bool:
+    """Whether the definition around ``place`` has the anchor's simple name: then the
+    name rules have judged it (a namesake that does not resemble the old definition is
+    another definition, ``__getattr__`` hooks sharing their boilerplate), and its lines
+    are not a stray copy of the cited code."""
+    around = treesitter.innermost(defs, place.line_start, place.line_end)
+    return around is not None and naming.simple(around.name) == naming.simple(anchor.name)
 
 
 def _reads_are_requests(verifier: Verifier) -> bool:
