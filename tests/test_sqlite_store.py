@@ -931,6 +931,60 @@ def test_citations_an_older_process_writes_after_the_upgrade_are_found_newest_fi
             == [newest.id]
 
 
+def test_a_creation_time_edited_by_hand_moves_its_memory_by_path(
+        db_path: Path, store: SQLiteStore) -> None:
+    """Each citation keeps a copy of its memory's creation time (the index's order):
+    an edit of the memory's time by hand reaches the copies (migration 11), and a copy
+    edited alone is set back to its memory's, as on Postgres (sql/013). Before, the
+    memory was found by its old time."""
+    for name, minutes in (("old", 1), ("mid", 2), ("new", 3)):
+        store.add(replace(_memory(name, minutes=minutes), citations=(_cited("a.py", 1, 2),
+                                                                      _cited("a.py", 5, 6))))
+    with _raw(db_path) as conn:
+        conn.execute("UPDATE agent_memory SET created_at = '2026-01-01T00:00:00.000000+00:00'"
+                     " WHERE id = 'new'")
+        conn.execute("UPDATE agent_memory_citation SET memory_created_at = "
+                     "'2027-01-01T00:00:00.000000+00:00' WHERE memory_id = 'old'")
+    assert [m.id for m in store.by_path(REPO, "a.py", limit=1)] == ["mid"]
+    assert [m.id for m in store.by_path(REPO, "a.py")] == ["mid", "old", "new"]
+    with _raw(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM agent_memory_citation c JOIN agent_memory m "
+                            "ON m.id = c.memory_id WHERE c.memory_created_at IS m.created_at"
+                            ).fetchone() == (6,)
+
+
+def test_migration_11_mends_future_times_and_stale_copies(
+        db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file at version 10 with a creation time in the future (another machine's
+    clock, an import) and a copy left stale by a hand edit: migration 11 stores the
+    future time as now and mends the copies."""
+    from verified_memory.store import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", tuple(m for m in MIGRATIONS if m[0] <= 10))
+    with SQLiteStore(db_path) as old:
+        for name, minutes in (("ahead", 1), ("edited", 2), ("plain", 3)):
+            old.add(_memory(name, minutes=minutes))
+    with _raw(db_path) as conn:
+        conn.execute("UPDATE agent_memory SET created_at = '2099-01-01T00:00:00.000000+00:00'"
+                     " WHERE id = 'ahead'")
+        conn.execute("UPDATE agent_memory_citation SET memory_created_at = (SELECT created_at"
+                     " FROM agent_memory WHERE id = 'ahead') WHERE memory_id = 'ahead'")
+        conn.execute("UPDATE agent_memory SET created_at = '2020-01-01T00:00:00.000000+00:00'"
+                     " WHERE id = 'edited'")
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS)
+    with SQLiteStore(db_path) as store:
+        assert store.get("ahead").created_at <= datetime.now(UTC)
+        assert [m.id for m in store.by_path(REPO, "src/app.py")] == ["ahead", "plain",
+                                                                    "edited"]
+        newer = _memory("newer", minutes=0)
+        store.add(replace(newer, created_at=datetime.now(UTC)))
+        assert [m.id for m in store.by_path(REPO, "src/app.py", limit=1)] == ["newer"]
+    with _raw(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM agent_memory_citation c JOIN agent_memory m "
+                            "ON m.id = c.memory_id WHERE c.memory_created_at IS m.created_at"
+                            ).fetchone() == (4,)
+
+
 def test_a_connection_keeps_a_larger_page_cache(store: SQLiteStore) -> None:
     """The pass's event inserts land all over the telemetry's indexes by memory: the
     store's connection keeps up to ``CACHE_KIB`` of pages, not SQLite's 2 MiB."""

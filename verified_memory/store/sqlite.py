@@ -66,6 +66,7 @@ from verified_memory.models import (
     utcnow,
 )
 from verified_memory.store import _sqlite_admin as _admin
+from verified_memory.store import sqlite_paths as _paths
 from verified_memory.store._rows import (
     CITATION_COLUMNS,
     EVENT_COLUMNS,
@@ -358,6 +359,9 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             """,
         ),
     ),
+    # The statements live with the reads by path that need them (sqlite_paths.py).
+    (11, "creation times never later than now, and their copies kept in step",
+     _paths.CREATED_AT_MIGRATION),
 )
 
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
