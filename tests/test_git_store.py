@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import subprocess
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,23 @@ def fill(store: GitStore) -> None:
                             events=(event(EventKind.INVALIDATED, "bbbb-2"),))])
     store.log([event(EventKind.RETRIEVED, "dddd-4", minutes=5)])
     store.forget(["cccc-3"], by="alice", reason="pasted a token")
+
+
+def test_a_creation_time_later_than_now_is_written_to_the_file_as_stored(
+        tmp_path: Path) -> None:
+    """The index stores a creation time in the future as now (every store's rule); the
+    memory's file says the same, so a rebuilt index (another clone, `vmem git reindex`)
+    has the same time, not the file's 2099 taken in at the rebuild's own time."""
+    ahead = datetime(2099, 1, 1, tzinfo=UTC)
+    with GitStore(tmp_path / ".memory", session="s1") as store:
+        store.add(replace(mem(id="aaaa-1"), created_at=ahead))
+        assert store.add_unless_duplicate(replace(mem("other", "another fact", id="bbbb-2",
+                                                      citations=(cite("b.py"),)),
+                                                  created_at=ahead), lambda found: [])
+        stored = [store.get(i).created_at for i in ("aaaa-1", "bbbb-2")]
+        assert all(t < ahead for t in stored)
+        store.reindex()
+        assert [store.get(i).created_at for i in ("aaaa-1", "bbbb-2")] == stored
 
 
 def test_writes_land_in_files_and_the_rebuilt_index_equals_the_original(

@@ -8,6 +8,7 @@ row-level security is in ``test_rls.py``. Every test gets a database of its own.
 from __future__ import annotations
 
 import multiprocessing
+import shutil
 import sys
 import threading
 import time
@@ -261,11 +262,12 @@ def test_search_by_path_uses_the_indexes(pg_url: str, store: PostgresStore) -> N
         conn.execute("set enable_seqscan = off")
         plan = "\n".join(r[0] for r in conn.execute(
             "explain select * from agent_memory_by_path('acme/api', 'src/f3.py')").fetchall())
-        inner = "\n".join(r[0] for r in conn.execute(  # by_path's own look-up (sql/011)
-            "explain select c.memory_id from agent_memory_citation c join agent_memory m "
-            "on m.id = c.memory_id where c.repo = 'acme/api' and c.path = 'src/f3.py' "
-            "and m.repo = 'acme/api' and m.status = 'active' group by c.memory_created_at, "
-            "c.memory_id order by c.memory_created_at desc, c.memory_id limit 50").fetchall())
+        inner = "\n".join(r[0] for r in conn.execute(  # by_path's own look-up (sql/013)
+            "explain select c.memory_id collate \"C\" from agent_memory_citation c join "
+            "agent_memory m on m.id = c.memory_id where c.repo = 'acme/api' and "
+            "c.path = 'src/f3.py' and m.repo = 'acme/api' and m.status = 'active' group by "
+            "c.memory_created_at, c.memory_id collate \"C\" order by c.memory_created_at "
+            "desc, c.memory_id collate \"C\" limit 50").fetchall())
         search = "\n".join(r[0] for r in conn.execute(
             "explain select id from agent_memory "
             "where search @@ agent_memory_tsquery(array['topic7'])").fetchall())
@@ -297,10 +299,11 @@ def test_by_path_on_a_crowded_file_reads_the_newest_created_first(pg_url: str,
     _sql(pg_url, "analyze")
     with psycopg.connect(pg_url) as conn:  # the index's own order: the read stops early
         plan = "\n".join(r[0] for r in conn.execute(
-            "explain select c.memory_id from agent_memory_citation c join agent_memory m "
-            "on m.id = c.memory_id where c.repo = %s and c.path = 'src/hot.py' "
-            "and m.repo = %s and m.status = 'active' group by c.memory_created_at, "
-            "c.memory_id order by c.memory_created_at desc, c.memory_id limit 5",
+            "explain select c.memory_id collate \"C\" from agent_memory_citation c join "
+            "agent_memory m on m.id = c.memory_id where c.repo = %s and c.path = "
+            "'src/hot.py' and m.repo = %s and m.status = 'active' group by "
+            "c.memory_created_at, c.memory_id collate \"C\" order by c.memory_created_at "
+            "desc, c.memory_id collate \"C\" limit 5",
             (REPO, REPO)).fetchall())
     assert "agent_memory_citation_newest_idx" in plan, plan
     assert "Sort" not in plan, plan
@@ -731,3 +734,108 @@ def test_a_second_import_of_the_same_file_waits_and_skips(
     finally:
         first.close()
     assert {m.id for m in store.recent(REPO, limit=None)} >= {m.id for m in memories}
+
+
+# --------------------------------------------------------------------------- by_path's order
+
+
+@pytest.fixture
+def icu_url(pg_server: Any) -> Iterator[str]:
+    """A migrated database whose collation is ICU's en-US (as many hosted databases'
+    en_US.UTF-8 is): text sorts 'a' before 'B' there, not by bytes."""
+    name = f"vmem_icu_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        conn.execute(f'create database "{name}" template template0 locale_provider icu '
+                     "icu_locale 'en-US' locale 'C'")
+    pg_server.created.append(name)
+    url = pg_server.url_for(name)
+    migrate(url)
+    yield url
+    pg_server.drop_database(url)
+
+
+def test_by_path_orders_equal_times_by_the_ids_bytes_whatever_the_collation(
+        icu_url: str) -> None:
+    """sql/013: the index and the function compare ids collate "C", as SQLite and Python
+    do; before, this database answered ['_tie', 'a-tie', 'b-tie', 'B-tie', ...]."""
+    assert _sql(icu_url, "select 'B' < 'a'") == [(False,)]  # the collation says 'a' first
+    names = ["b-tie", "B-tie", "a-tie", "_tie", "é-tie", "Z-tie"]
+    with PostgresStore(icu_url) as store:
+        for name in names:
+            store.add(_memory(name, minutes=5))
+        store.add(_memory("newest", minutes=6))
+        assert [m.id for m in store.by_path(REPO, "src/app.py")] == ["newest", *sorted(names)]
+        assert [m.id for m in store.by_path(REPO, "src/app.py", limit=3)] == [
+            "newest", *sorted(names)[:2]]
+    with psycopg.connect(icu_url) as conn:  # still the index's own order: no sort
+        plan = "\n".join(r[0] for r in conn.execute(
+            "explain select * from agent_memory_citation c where c.repo = %s and "
+            "c.path = 'src/app.py' order by c.memory_created_at desc, "
+            "c.memory_id collate \"C\" limit 3", (REPO,)).fetchall())
+    assert "agent_memory_citation_newest_idx" in plan, plan
+    assert "Sort" not in plan, plan
+
+
+def test_a_creation_time_edited_in_sql_moves_its_memory_by_path(
+        pg_url: str, store: PostgresStore) -> None:
+    """Each citation keeps a copy of its memory's creation time (the index's order):
+    an edit of the memory's time by hand reaches the copies (sql/013), and a copy edited
+    alone is set back to its memory's. Before, the memory was found by its old time."""
+    for name, minutes in (("old", 1), ("mid", 2), ("new", 3)):
+        store.add(_memory(name, minutes=minutes))
+    _sql(pg_url, "update agent_memory set created_at = %s where id = 'new'",
+         (T0 - timedelta(days=1),))
+    assert [m.id for m in store.by_path(REPO, "src/app.py", limit=1)] == ["mid"]
+    assert [m.id for m in store.by_path(REPO, "src/app.py")] == ["mid", "old", "new"]
+    _sql(pg_url, "update agent_memory_citation set memory_created_at = %s "
+                 "where memory_id = 'old'", (T0 + timedelta(days=1),))
+    assert [m.id for m in store.by_path(REPO, "src/app.py", limit=1)] == ["mid"]
+    # A time in the future, by hand too, is the database's now.
+    _sql(pg_url, "update agent_memory set created_at = '2099-01-01' where id = 'old'")
+    (stored,) = _sql(pg_url, "select created_at <= now() from agent_memory where id = 'old'")
+    assert stored == (True,)
+    assert [m.id for m in store.by_path(REPO, "src/app.py")] == ["old", "mid", "new"]
+    assert _sql(pg_url, "select count(*) from agent_memory_citation c join agent_memory m "
+                        "on m.id = c.memory_id where c.memory_created_at = m.created_at"
+                ) == [(3,)]
+
+
+def test_migration_013_mends_stored_times_after_a_012_it_does_not_know(
+        pg_empty_url: str, tmp_path: Path) -> None:
+    """A database migrated to 011 with a creation time in the future and a stale copy
+    of one: 013 stores the future time as now and mends the copy. Another 012 applied
+    in between (another change's) does not stop it."""
+    older = tmp_path / "older"
+    older.mkdir()
+    for m in load_migrations():
+        if int(m.version) <= 11:
+            (older / f"{m.version}_{m.name}.sql").write_text(m.sql)
+    migrate(pg_empty_url, older)
+    with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+        conn.execute("select agent_memory_insert(%s)", (Jsonb({
+            "id": "ahead", "repo": REPO, "subject": "s", "fact": "f",
+            "created_at": "2099-01-01T00:00:00+00:00",
+            "citations": [{"path": "a.py", "line_start": 1, "line_end": 2,
+                           "snippet_hash": "00"}]}),))
+        conn.execute("select agent_memory_insert(%s)", (Jsonb({
+            "id": "edited", "repo": REPO, "subject": "s", "fact": "f",
+            "created_at": "2026-01-01T00:00:00+00:00",
+            "citations": [{"path": "a.py", "line_start": 1, "line_end": 2,
+                           "snippet_hash": "00"}]}),))
+        conn.execute("update agent_memory set created_at = '2020-01-01' where id = 'edited'")
+    assert _sql(pg_empty_url, "select count(*) from agent_memory_citation c join agent_memory "
+                              "m on m.id = c.memory_id where c.memory_created_at = "
+                              "m.created_at") == [(1,)]  # the edit left its copy stale
+    full = tmp_path / "full"
+    shutil.copytree(older, full)
+    for m in load_migrations():
+        (full / f"{m.version}_{m.name}.sql").write_text(m.sql)
+    if not any(m.version == "012" for m in load_migrations()):
+        (full / "012_another_change.sql").write_text("create table vm_other_012 (x int);\n")
+    assert migrate(pg_empty_url, full)[:2] == ["012", "013"]
+    assert _sql(pg_empty_url, "select id from agent_memory where created_at > now()") == []
+    assert _sql(pg_empty_url, "select count(*) from agent_memory_citation c join agent_memory "
+                              "m on m.id = c.memory_id where c.memory_created_at = "
+                              "m.created_at") == [(2,)]
+    with PostgresStore(pg_empty_url) as store:
+        assert [m.id for m in store.by_path(REPO, "a.py")] == ["ahead", "edited"]

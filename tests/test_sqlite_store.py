@@ -31,6 +31,7 @@ from verified_memory.models import (
     TelemetryEvent,
     Transition,
 )
+from verified_memory.store import sqlite_paths
 from verified_memory.store._rows import (
     CITATION_COLUMNS,
     EVENT_COLUMNS,
@@ -597,9 +598,11 @@ def _expected(memories: list[Memory], path: str, lines: tuple[int, int] | None,
 @pytest.mark.parametrize("filters", [{}, {"category": "convention"}, {"tag": "odd"}])
 def test_by_path_walks_the_citation_index_newest_created_first(
         store: SQLiteStore, crowd: list[Memory], lines: tuple[int, int] | None,
-        limit: int, filters: dict[str, str]) -> None:
+        limit: int, filters: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """However many memories cite the file: the citation index's own order, each entry's
-    memory by rowid, no sort and no scan; the refresh time plays no part."""
+    memory by rowid, no sort and no scan; the refresh time plays no part. (A category or
+    tag more memories have than ``GATHER_AT_MOST``: 15 and 30 here.)"""
+    monkeypatch.setattr(sqlite_paths, "GATHER_AT_MOST", 5)
     for m in crowd[::4]:  # refreshed since: by_path's order does not follow it
         store.apply([Transition(m.id, expect=m.status,
                                 refreshed_at=T0 + timedelta(minutes=500))])
@@ -610,13 +613,81 @@ def test_by_path_walks_the_citation_index_newest_created_first(
         statements = _statements(store, lambda path=path, found=found: found.extend(
             store.by_path(REPO, path, lines=lines, limit=limit, **filters)))
         assert [m.id for m in found] == _expected(kept, path, lines, limit), path
-        conn = store._conn
-        assert conn is not None
-        steps = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {statements[0]}",
-                                                [None] * statements[0].count("?"))]
+        steps = _plan(store, _read_by_path(statements))
         assert any("agent_memory_citation_newest" in step for step in steps), steps
         assert not any(step.startswith(("SCAN m", "SCAN c", "SCAN agent_memory"))
                        or "TEMP B-TREE FOR GROUP BY" in step for step in steps), steps
+
+
+def _read_by_path(statements: list[str]) -> str:
+    """by_path's read of the memories it found, among the statements it ran."""
+    (read,) = [s for s in statements if "FROM agent_memory m WHERE m.seq IN" in s]
+    return read
+
+
+def _plan(store: SQLiteStore, statement: str) -> list[str]:
+    conn = store._conn
+    assert conn is not None
+    return [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {statement}",
+                                           [None] * statement.count("?"))]
+
+
+@pytest.mark.parametrize("lines", [None, (15, 22), (85, 85)])
+@pytest.mark.parametrize("limit", [1, 5, 50])
+@pytest.mark.parametrize("filters", [
+    {"category": "convention"}, {"tag": "odd"}, {"category": "gotcha", "tag": "odd"},
+    {"category": "nobody's"}, {"tag": "nobody's"}, {"category": "convention", "tag": "x"}])
+def test_by_path_gathers_a_category_or_tag_few_memories_have(
+        store: SQLiteStore, crowd: list[Memory], lines: tuple[int, int] | None,
+        limit: int, filters: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A category or tag at most ``GATHER_AT_MOST`` memories of the repository have:
+    those memories, by the category index or the tag table, each asked whether it cites
+    the file (the index by seq), no scan. The same answers as the walk gives (the
+    bound put below every count here), newest created first."""
+    for m in crowd[::4]:
+        store.apply([Transition(m.id, expect=m.status,
+                                refreshed_at=T0 + timedelta(minutes=500))])
+    kept = [m for m in crowd if m.category == filters.get("category", m.category)
+            and ("tag" not in filters or filters["tag"] in m.tags)]
+    for path in ("src/hot.py", "src/cool.py", "src/none.py"):
+        walked = _statements(store, lambda path=path: store.by_path(
+            REPO, path, lines=lines, limit=limit, **filters))
+        monkeypatch.setattr(sqlite_paths, "GATHER_AT_MOST", 30)
+        found: list[Memory] = []
+        statements = _statements(store, lambda path=path, found=found: found.extend(
+            store.by_path(REPO, path, lines=lines, limit=limit, **filters)))
+        monkeypatch.setattr(sqlite_paths, "GATHER_AT_MOST", -1)  # always the walk
+        assert [m.id for m in found] == _expected(kept, path, lines, limit), path
+        assert [m.id for m in store.by_path(REPO, path, lines=lines, limit=limit,
+                                            **filters)] == [m.id for m in found], path
+        monkeypatch.undo()
+        assert _read_by_path(walked) == _read_by_path(statements)  # the default gathers too
+        steps = _plan(store, _read_by_path(statements))
+        assert any("agent_memory_category" in step or "agent_memory_tag" in step
+                   for step in steps), steps
+        assert any("agent_memory_citation_memory" in step for step in steps), steps
+        assert not any(step.startswith(("SCAN m", "SCAN c", "SCAN agent_memory",
+                                        "SEARCH m USING INDEX")) for step in steps), steps
+
+
+def test_the_tag_table_follows_every_write_of_tags(store: SQLiteStore, db_path: Path) -> None:
+    """Migration 12's table of a repository's memories by tag is kept by triggers:
+    whatever adds, imports, edits (by hand too) or forgets a memory."""
+    store.add(_memory("a", tags=("x", "y")))
+    store.load([_memory("b", tags=("y",)), _memory("c", repo="acme/web", tags=("x",))], [])
+    with _raw(db_path) as conn:
+        conn.execute("""UPDATE agent_memory SET tags = '["z", "x"]' WHERE id = 'b'""")
+    store.forget(["a"], by="tester", reason="test")
+
+    def pairs(sql: str) -> set[tuple[Any, ...]]:
+        with _raw(db_path) as conn:
+            return set(conn.execute(sql).fetchall())
+
+    assert pairs("SELECT repo, tag, memory_seq FROM agent_memory_tag") == pairs(
+        "SELECT m.repo, t.value, m.seq FROM agent_memory m, json_each(m.tags) t") == {
+        (REPO, "z", 2), (REPO, "x", 2), ("acme/web", "x", 3)}
+    assert [m.id for m in store.by_path(REPO, "src/app.py", tag="x")] == ["b"]
+    assert store.by_path(REPO, "src/app.py", tag="y") == []
 
 
 def test_search_past_the_ranked_matches_takes_the_newest_by_where_the_words_are(
@@ -929,6 +1000,60 @@ def test_citations_an_older_process_writes_after_the_upgrade_are_found_newest_fi
         assert [m.id for m in store.by_path(REPO, "src/hot.py")] == [newest.id, older.id]
         assert [m.id for m in store.by_path(REPO, "src/cool.py", lines=(6, 6))] \
             == [newest.id]
+
+
+def test_a_creation_time_edited_by_hand_moves_its_memory_by_path(
+        db_path: Path, store: SQLiteStore) -> None:
+    """Each citation keeps a copy of its memory's creation time (the index's order):
+    an edit of the memory's time by hand reaches the copies (migration 11), and a copy
+    edited alone is set back to its memory's, as on Postgres (sql/013). Before, the
+    memory was found by its old time."""
+    for name, minutes in (("old", 1), ("mid", 2), ("new", 3)):
+        store.add(replace(_memory(name, minutes=minutes), citations=(_cited("a.py", 1, 2),
+                                                                      _cited("a.py", 5, 6))))
+    with _raw(db_path) as conn:
+        conn.execute("UPDATE agent_memory SET created_at = '2026-01-01T00:00:00.000000+00:00'"
+                     " WHERE id = 'new'")
+        conn.execute("UPDATE agent_memory_citation SET memory_created_at = "
+                     "'2027-01-01T00:00:00.000000+00:00' WHERE memory_id = 'old'")
+    assert [m.id for m in store.by_path(REPO, "a.py", limit=1)] == ["mid"]
+    assert [m.id for m in store.by_path(REPO, "a.py")] == ["mid", "old", "new"]
+    with _raw(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM agent_memory_citation c JOIN agent_memory m "
+                            "ON m.id = c.memory_id WHERE c.memory_created_at IS m.created_at"
+                            ).fetchone() == (6,)
+
+
+def test_migration_11_mends_future_times_and_stale_copies(
+        db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file at version 10 with a creation time in the future (another machine's
+    clock, an import) and a copy left stale by a hand edit: migration 11 stores the
+    future time as now and mends the copies."""
+    from verified_memory.store import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", tuple(m for m in MIGRATIONS if m[0] <= 10))
+    with SQLiteStore(db_path) as old:
+        for name, minutes in (("ahead", 1), ("edited", 2), ("plain", 3)):
+            old.add(_memory(name, minutes=minutes))
+    with _raw(db_path) as conn:
+        conn.execute("UPDATE agent_memory SET created_at = '2099-01-01T00:00:00.000000+00:00'"
+                     " WHERE id = 'ahead'")
+        conn.execute("UPDATE agent_memory_citation SET memory_created_at = (SELECT created_at"
+                     " FROM agent_memory WHERE id = 'ahead') WHERE memory_id = 'ahead'")
+        conn.execute("UPDATE agent_memory SET created_at = '2020-01-01T00:00:00.000000+00:00'"
+                     " WHERE id = 'edited'")
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS)
+    with SQLiteStore(db_path) as store:
+        assert store.get("ahead").created_at <= datetime.now(UTC)
+        assert [m.id for m in store.by_path(REPO, "src/app.py")] == ["ahead", "plain",
+                                                                    "edited"]
+        newer = _memory("newer", minutes=0)
+        store.add(replace(newer, created_at=datetime.now(UTC)))
+        assert [m.id for m in store.by_path(REPO, "src/app.py", limit=1)] == ["newer"]
+    with _raw(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM agent_memory_citation c JOIN agent_memory m "
+                            "ON m.id = c.memory_id WHERE c.memory_created_at IS m.created_at"
+                            ).fetchone() == (4,)
 
 
 def test_a_connection_keeps_a_larger_page_cache(store: SQLiteStore) -> None:

@@ -36,7 +36,9 @@ def test_a_kept_workdir_is_filled_once_and_read_again(tmp_path: Path) -> None:
     assert first["fill_s"] > 0
     reads = {"recent_ms", "by_path_ms", "by_path_hot_ms", "by_path_hot_lines_ms",
              "search_ms", "context_query_ms", "by_path_hot_no_category_ms",
-             "by_path_hot_no_tag_ms", "by_path_hot_past_end_ms", "by_path_no_category_ms"}
+             "by_path_hot_no_tag_ms", "by_path_hot_past_end_ms", "by_path_no_category_ms",
+             "by_path_hot_rare_category_ms", "by_path_hot_rare_tag_ms",
+             "by_path_hot_common_tag_ms"}
     assert reads <= set(first)
     assert "store_ms" not in first  # only the reads
     assert "verify_10k_ms" not in first

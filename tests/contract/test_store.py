@@ -501,6 +501,36 @@ def test_by_path_orders_by_creation_not_by_the_last_refresh(store: MemoryStore) 
     assert ids(store.recent(REPO))[0] == first.id
 
 
+def test_a_creation_time_later_than_now_is_stored_as_now(store: MemoryStore) -> None:
+    """Another machine's clock ahead, or an import, gives a memory a creation time in the
+    future: it would stay first by path until the clock passed it (for ever, for 2099).
+    No memory is created after the store takes it in: it is stored as then."""
+    ahead = datetime(2099, 1, 1, tzinfo=UTC)
+    added, loaded = (replace(mem(id=name, citations=(cite("src/app.py", 1, 2),)),
+                             created_at=ahead) for name in ("z-added", "z-loaded"))
+    store.add(added)
+    assert store.load([loaded], []) == (1, 0, 0)
+    taken = datetime.now(UTC)
+    for memory_id in (added.id, loaded.id):
+        assert store.get(memory_id).created_at <= taken, memory_id
+    # Created after both were taken in (on a tie, its smaller id puts it first too).
+    newer = replace(mem(id="a-newer", citations=(cite("src/app.py", 5),)),
+                    created_at=datetime.now(UTC))
+    store.add(newer)
+    assert ids(store.by_path(REPO, "src/app.py"))[0] == newer.id
+    assert store.get(newer.id).created_at == newer.created_at  # a past time is kept as it is
+
+
+def test_by_path_breaks_equal_times_by_the_ids_bytes(store: MemoryStore) -> None:
+    """The same order on every store, whatever a database's collation: ids compared as
+    UTF-8 bytes (code points), so 'B' before '_' before 'a' before 'é'."""
+    names = ["b-tie", "B-tie", "a-tie", "_tie", "\u00e9-tie", "Z-tie", "0-tie"]
+    for name in names:
+        store.add(mem(id=name, minutes=5, citations=(cite("src/app.py", 1, 2),)))
+    assert ids(store.by_path(REPO, "src/app.py")) == sorted(names)
+    assert ids(store.by_path(REPO, "src/app.py", limit=3)) == sorted(names)[:3]
+
+
 @pytest.mark.parametrize(
     ("lines", "expected"),
     [

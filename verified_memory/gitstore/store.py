@@ -241,7 +241,9 @@ class GitStore(ClosingStore):
         with self._writing():
             keyed = self._keyed(events)
             self.index.add(memory, keyed)
-            self._write_memories([memory])
+            # As the index stored it (a creation time in the future is now): a rebuilt
+            # index then reads the same time from the file (as supersede and load write).
+            self._write_memories([self.index.get(memory.id)])
             self._append(keyed)
 
     def add_unless_duplicate(self, memory: Memory, decide: Decide) -> bool:
@@ -257,7 +259,7 @@ class GitStore(ClosingStore):
 
             if not self.index.add_unless_duplicate(memory, decide_keyed):
                 return False
-            self._write_memories([memory])
+            self._write_memories([self.index.get(memory.id)])
             self._append(keyed)
             return True
 

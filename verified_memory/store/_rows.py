@@ -41,6 +41,7 @@ from verified_memory.models import (
     encode_line_hashes,
     new_event_keys,
     slot_maker,
+    utcnow,
 )
 
 __all__ = [
@@ -210,7 +211,12 @@ def validate_memory(memory: Memory) -> None:
 
 
 def memory_values(memory: Memory) -> tuple[Any, ...]:
-    """The ``agent_memory`` row of a memory, in ``MEMORY_COLUMNS`` order."""
+    """The ``agent_memory`` row of a memory, in ``MEMORY_COLUMNS`` order.
+
+    A creation time later than now is stored as now: no memory is created after the
+    store takes it in, and a time ahead (another machine's clock, an import) would keep
+    its memory first by path until the clock passed it (``by_path``: newest created
+    first). Postgres applies the same rule with its own clock (``sql/013``)."""
     return (
         memory.id,
         memory.repo,
@@ -223,7 +229,7 @@ def memory_values(memory: Memory) -> tuple[Any, ...]:
         memory.supersedes,
         memory.superseded_by,
         memory.created_by,
-        time_to_text(memory.created_at),
+        min(time_to_text(memory.created_at), time_to_text(utcnow())),  # text order: time
         time_to_text(memory.refreshed_at),
         memory.verification_count,
         memory.applied_count,

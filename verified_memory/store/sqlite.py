@@ -66,6 +66,7 @@ from verified_memory.models import (
     utcnow,
 )
 from verified_memory.store import _sqlite_admin as _admin
+from verified_memory.store import sqlite_paths as _paths
 from verified_memory.store._rows import (
     CITATION_COLUMNS,
     EVENT_COLUMNS,
@@ -358,6 +359,10 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
             """,
         ),
     ),
+    # The statements live with the reads by path that need them (sqlite_paths.py).
+    (11, "creation times never later than now, and their copies kept in step",
+     _paths.CREATED_AT_MIGRATION),
+    (12, "a repository's memories by category and by tag", _paths.GATHER_MIGRATION),
 )
 
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
@@ -657,13 +662,26 @@ class SQLiteStore(ClosingStore):
         """``by_path`` on ``conn`` (in a transaction that holds it, or under the lock)."""
         bound = _sql_limit(limit)
         span = check_lines(lines)
-        cites = "c.repo = ? AND c.path = ?"
-        params: list[Any] = [repo, path]
+        cited = "c.path = ?"
+        cited_params: list[Any] = [path]
         if span is not None:
-            cites += " AND c.line_start <= ? AND c.line_end >= ?"
-            params += [span[1], span[0]]
-        where, where_params = _filtered(f"{cites} AND m.repo = ? AND m.status = 'active'",
-                                        [*params, repo], category, tag)
+            cited += " AND c.line_start <= ? AND c.line_end >= ?"
+            cited_params += [span[1], span[0]]
+        kept, kept_params = _filtered("m.repo = ? AND m.status = 'active'", [repo],
+                                      category, tag)
+        few = _paths.gathered(conn, repo, category, tag)
+        if few is not None:
+            # A category or tag few memories have: those memories (by rowid: CROSS JOIN
+            # keeps SQLite from walking every active memory of the repository instead),
+            # each asked whether it cites the file (migration 8's index by seq), sorted.
+            having, having_params = few
+            newest = (f"SELECT m.seq FROM ({having}) g CROSS JOIN agent_memory m "
+                      f"ON m.seq = g.seq WHERE {kept} AND EXISTS (SELECT 1 "
+                      f"FROM agent_memory_citation c "
+                      f"INDEXED BY agent_memory_citation_memory WHERE c.memory_seq = m.seq "
+                      f"AND {cited}) ORDER BY m.created_at DESC, m.id LIMIT ?")
+            return self._newest_rows(
+                conn, newest, [*having_params, *kept_params, *cited_params, bound])
         # The citation index is ordered by the memory's creation time (migration 9), so
         # the newest memories citing the file are its first entries there, each a
         # look-up of its memory by rowid: the walk stops at the ``limit``-th memory
@@ -671,13 +689,17 @@ class SQLiteStore(ClosingStore):
         # is one group (its entries are side by side: the id follows the time).
         newest = (f"SELECT m.seq FROM agent_memory_citation c INDEXED BY "
                   f"agent_memory_citation_newest CROSS JOIN agent_memory m "
-                  f"ON m.seq = c.memory_seq WHERE {where} "
+                  f"ON m.seq = c.memory_seq WHERE c.repo = ? AND {cited} AND {kept} "
                   f"GROUP BY c.memory_created_at, c.memory_id "
                   f"ORDER BY c.memory_created_at DESC, c.memory_id LIMIT ?")
-        # The rows of the (at most ``limit``) memories found, by rowid, put back in order.
+        return self._newest_rows(conn, newest, [repo, *cited_params, *kept_params, bound])
+
+    def _newest_rows(self, conn: sqlite3.Connection, newest: str,
+                     params: list[Any]) -> list[Memory]:
+        """The memories whose seqs ``newest`` selects (at most ``limit``: read by rowid),
+        newest created first."""
         rows = conn.execute(f"SELECT {_M} FROM agent_memory m WHERE m.seq IN ({newest}) "
-                            "ORDER BY m.created_at DESC, m.id",
-                            (*where_params, bound)).fetchall()
+                            "ORDER BY m.created_at DESC, m.id", params).fetchall()
         return self._hydrate(conn, rows)
 
     def events(
