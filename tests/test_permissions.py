@@ -1,0 +1,142 @@
+"""Permission faults, met for real: an unprivileged user (``tests/unprivileged.py``)
+runs ``vmem`` against code it may not read and stores it may not write.
+
+The rules under test: a permission failure is never a verdict on a memory (nothing
+changes status because a file could not be read); the user gets one line naming the
+file and what was wrong, no traceback; nothing is half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.gitrepo import GitRepo
+from tests.unprivileged import Sandbox, sandbox
+from verified_memory import MemoryService
+from verified_memory.sources.local_git import LocalGitSource
+from verified_memory.store.sqlite import SQLiteStore
+
+REPO = "acme/net"
+CODE = "MAX_RETRIES = 3\n\n\ndef fetch(url):\n    return get(url, MAX_RETRIES)\n"
+
+
+@pytest.fixture
+def box() -> Iterator[Sandbox]:
+    with sandbox() as made:
+        yield made
+
+
+def one_line(stderr: str) -> str:
+    """The error line of a failed command, checked to be its only ``vmem: error``, with
+    no traceback."""
+    assert "Traceback" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("vmem: error: ")]
+    assert len(errors) == 1, stderr
+    return errors[0]
+
+
+def statuses(db: Path) -> dict[str, str]:
+    with SQLiteStore(db, create=False) as store:
+        return {m.id: m.status.value for m in store.recent(REPO, limit=None)}
+
+
+@pytest.fixture
+def project(box: Sandbox) -> tuple[GitRepo, Path, str]:
+    """A working copy whose memory cites net.py at its first commit; the main line has
+    moved since (a line added on top), so verifying it must read the file's new blob."""
+    repo = GitRepo.project(box.path / "repo", {"net.py": CODE, "other.py": "X = 1\n"},
+                           origin="git@github.com:acme/net.git")
+    db = box.path / "store" / "m.db"
+    with MemoryService(SQLiteStore(db), LocalGitSource(repo.path)) as service:
+        memory = service.store({"repo": REPO, "subject": "Retries", "fact": "three tries",
+                                "citations": [{"path": "net.py", "line_start": 1,
+                                               "line_end": 1}]}).id
+        service.store({"repo": REPO, "subject": "Other", "fact": "X is one",
+                       "citations": [{"path": "other.py", "line_start": 1, "line_end": 1}]})
+    repo.write("net.py", "# the network\n" + CODE)
+    repo.commit("a comment on top")
+    return repo, db, memory
+
+
+def loose_object(repo: GitRepo, spec: str) -> Path:
+    sha = repo.run("rev-parse", spec)
+    return repo.path / ".git" / "objects" / sha[:2] / sha[2:]
+
+
+# ------------------------------------------------------------------ unreadable code
+
+
+def test_an_unreadable_git_object_is_no_verdict_and_is_named(
+        box: Sandbox, project: tuple[GitRepo, Path, str]) -> None:
+    """git calls an object it may not read "missing": that read as a blob the clone
+    lacks ("does not exist ... a shallow or partial clone?"). Now the object's file is
+    named, with why; the memory is unverifiable and keeps its status."""
+    repo, db, memory = project
+    first = repo.run("rev-parse", "HEAD~1")
+    blob = loose_object(repo, "HEAD:net.py")
+    before = statuses(db)
+    box.hand_over()
+    blob.chmod(0)
+    said = f"cannot read {blob}: Permission denied"
+    for args in (["verify"], ["context"], ["verify", "--dry-run", "--json"]):
+        ran = box.vmem("--db", os.fspath(db), *args, cwd=repo.path)
+        assert ran.returncode == 0, ran.stderr  # unreadable code: unverifiable, not an error
+        assert "Traceback" not in ran.stderr
+        assert said in ran.stderr, ran.stderr
+        assert "does not exist" not in ran.stdout + ran.stderr
+    line = json.dumps({"id": "c1", "path": "net.py", "line_start": 1, "line_end": 1,
+                       "sha": first})
+    ran = box.vmem("--db", os.fspath(db), "citations", "check", "--repo",
+                   os.fspath(repo.path), input=line + "\n",
+                   cwd=repo.path)
+    assert ran.returncode == 0, ran.stderr
+    (checked,) = [json.loads(out) for out in ran.stdout.splitlines()]
+    assert checked["status"] == "unverifiable", checked
+    assert ran.stderr.strip() == ("vmem: 1 of 1 citations could not be verified (no "
+                                  f"verdict): c1 (could not read the code: git cannot read "
+                                  f"blob {blob.parent.name}{blob.name} in {repo.path}: "
+                                  f"{said})")
+    hook_input = json.dumps({"session_id": "s", "cwd": os.fspath(repo.path),
+                             "hook_event_name": "SessionStart"})
+    ran = box.vmem("--db", os.fspath(db), "hook", "session-start", input=hook_input,
+                   cwd=repo.path)
+    assert ran.returncode == 0, ran.stderr
+    assert "Traceback" not in ran.stderr
+    assert memory not in ran.stdout  # not shown: it could not be checked
+    assert statuses(db) == before == dict.fromkeys(before, "active")
+
+
+def test_an_unreadable_object_directory_is_named_not_taken_for_no_repository(
+        box: Sandbox, project: tuple[GitRepo, Path, str]) -> None:
+    """With ``.git/objects`` unreadable git says "not a git repository": vmem said "not
+    inside a git working copy: pass --repo". Now it names the directory and why."""
+    repo, db, _ = project
+    before = statuses(db)
+    box.hand_over()
+    objects = repo.path / ".git" / "objects"
+    objects.chmod(0)
+    for args in (["verify"], ["context"], ["verify", "--repo", REPO]):
+        ran = box.vmem("--db", os.fspath(db), *args, cwd=repo.path)
+        assert ran.returncode == 1
+        assert one_line(ran.stderr) == ("vmem: error: git cannot read the repository at "
+                                        f"{repo.path}: cannot read {objects}: Permission "
+                                        "denied")
+    assert statuses(db) == before
+
+
+def test_an_unreadable_file_in_the_worktree_is_no_verdict(
+        box: Sandbox, project: tuple[GitRepo, Path, str]) -> None:
+    repo, db, _ = project
+    before = statuses(db)
+    box.hand_over()
+    (repo.path / "net.py").chmod(0)
+    ran = box.vmem("--db", os.fspath(db), "verify", "--worktree", cwd=repo.path)
+    assert ran.returncode == 0, ran.stderr
+    assert (f"cannot read net.py in the working tree {repo.path}: Permission denied"
+            in ran.stderr)
+    assert statuses(db) == before
