@@ -140,3 +140,62 @@ def test_an_unreadable_file_in_the_worktree_is_no_verdict(
     assert (f"cannot read net.py in the working tree {repo.path}: Permission denied"
             in ran.stderr)
     assert statuses(db) == before
+
+
+# ------------------------------------------------------------------ a read-only store
+
+
+def read_only(box: Sandbox, db: Path, what: str) -> None:
+    """Make the store read-only to the unprivileged user: its file, or its directory
+    (where SQLite must create its -wal and -shm files, even to read)."""
+    box.hand_over()
+    assert not Path(f"{db}-wal").exists()  # closed cleanly: a reader must make its own
+    (db if what == "file" else db.parent).chmod(0o444 if what == "file" else 0o555)
+
+
+@pytest.mark.parametrize("what", ["file", "directory"])
+def test_a_read_only_store_answers_reads_and_refuses_writes_in_one_line(
+        box: Sandbox, project: tuple[GitRepo, Path, str], what: str) -> None:
+    """Reads work (a read-only directory used to refuse even ``vmem list``: SQLite could
+    not make its journal); a write fails in one line saying the store is read-only
+    (it said "cannot read or write"); a verification at the tip shows its view and
+    fails (it showed nothing), and a context hook answers with the view (it failed).
+    Nothing is written: the file's bytes are as they were."""
+    repo, db, memory = project
+    before, data = statuses(db), db.read_bytes()
+    read_only(box, db, what)
+    refused = (f"the memory store {db} is read-only (this user may not write it or its "
+               "directory): nothing was written while")
+
+    def vmem(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+        ran = box.vmem("--db", os.fspath(db), *args, cwd=repo.path, input=stdin)
+        assert "Traceback" not in ran.stderr, ran.stderr
+        return ran.returncode, ran.stdout, ran.stderr
+
+    code, out, _ = vmem("list", "--json")
+    assert code == 0
+    assert {m["id"] for m in json.loads(out)} == set(before)
+    code, out, err = vmem("search", "tries", "--json")
+    assert (code, [m["id"] for m in json.loads(out)]) == (0, [memory])
+    assert f"retrieved event not recorded: {refused} logging telemetry" in err
+    code, out, _ = vmem("dashboard", "--json")
+    assert code == 0
+    assert json.loads(out)["repos"]
+    code, out, err = vmem("context", "--json")
+    assert code == 0, err
+    assert memory in {m["id"] for m in json.loads(out)["memories"]}
+    assert f"{refused} logging telemetry; the memories were checked as a view" in err
+    hook_input = json.dumps({"session_id": "s", "cwd": os.fspath(repo.path),
+                             "hook_event_name": "SessionStart"})
+    code, out, err = vmem("hook", "session-start", stdin=hook_input)
+    assert code == 0, err
+    assert "the memory store is read-only: no verdict is recorded" in out
+    code, out, err = vmem("verify")
+    assert code == 1
+    assert "nothing stored changed (a view)" in out
+    assert one_line(err) == f"vmem: error: {refused} applying transitions"
+    code, out, err = vmem("store", "--subject", "S", "--fact", "F", "--cite", "other.py:1")
+    assert code == 1
+    assert one_line(err) == f"vmem: error: {refused} adding a memory"
+    assert db.read_bytes() == data
+    assert statuses(db) == before
