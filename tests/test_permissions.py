@@ -199,3 +199,46 @@ def test_a_read_only_store_answers_reads_and_refuses_writes_in_one_line(
     assert one_line(err) == f"vmem: error: {refused} adding a memory"
     assert db.read_bytes() == data
     assert statuses(db) == before
+
+
+# ------------------------------------------------------------------ the GitHub disk cache
+
+#: Run as the unprivileged user: GitHub mocked in that process (``responses`` works
+#: in-process only), every blob read through a cache directory it may not write.
+_READ_THROUGH_CACHE = """
+import logging, sys
+import responses
+from tests.github_payloads import FakeGitHub
+from verified_memory.sources.github import GitHubSource
+
+logging.basicConfig(level=logging.WARNING, format="%(message)s")
+fake = FakeGitHub("octo/demo")
+files = {f"f{i}.py": f"X = {i}\\n" for i in range(5)}
+fake.commit(files)
+with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+    fake.install(rsps)
+    with GitHubSource("octo/demo", "t0ken", cache_dir=sys.argv[1],
+                      sleep=lambda seconds: None) as source:
+        tree = source.tree(source.resolve("main"))
+        for _ in range(2):
+            assert [source.read_blob(tree[p]).decode() for p in sorted(files)] == [
+                files[p] for p in sorted(files)]
+print(fake.calls["blob"])
+"""
+
+
+def test_an_unwritable_github_cache_is_read_past_and_said_once(box: Sandbox) -> None:
+    """Every cache write that failed logged a line of its own (a pass writing a hundred
+    blobs and listings said so a hundred times); now once per directory that refused,
+    and the reads go on uncached."""
+    cache = box.path / "cache"
+    cache.mkdir()
+    box.hand_over()
+    cache.chmod(0o555)
+    ran = box.python("-c", _READ_THROUGH_CACHE, os.fspath(cache))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["10"]  # nothing cached: each read asked GitHub again
+    assert ran.stderr.splitlines() == [
+        f"disk cache {cache} is not writable (Permission denied); reading on without "
+        "caching"]
+    assert os.listdir(cache) == []
