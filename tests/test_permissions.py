@@ -242,3 +242,58 @@ def test_an_unwritable_github_cache_is_read_past_and_said_once(box: Sandbox) -> 
         f"disk cache {cache} is not writable (Permission denied); reading on without "
         "caching"]
     assert os.listdir(cache) == []
+
+
+# ------------------------------------------------------------------ a read-only memory folder
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("index", ["built", "absent"])
+def test_a_read_only_memory_folder_is_read_and_refuses_writes_in_one_line(
+        box: Sandbox, index: str) -> None:
+    """``git:.memory`` in a folder this user may not write: with its index built, a
+    search failed after answering (telemetry: '.memory/index.state: Permission denied')
+    and a write said only that; without one (the index is git-ignored: a fresh
+    checkout) nothing could be read at all. Now reads answer (an index without one is
+    built in memory), a write fails in one line, and no file changes."""
+    from verified_memory.gitstore.store import GitStore
+
+    repo = GitRepo.project(box.path / "repo", {"net.py": CODE},
+                           origin="git@github.com:acme/net.git")
+    folder = repo.path / ".memory"
+    with MemoryService(GitStore(folder), LocalGitSource(repo.path)) as service:
+        memory = service.store({"repo": REPO, "subject": "Retries", "fact": "three tries",
+                                "citations": [{"path": "net.py", "line_start": 1,
+                                               "line_end": 1}]}).id
+    if index == "absent":
+        for name in ("index.sqlite", "index.state"):
+            (folder / name).unlink()
+    files = snapshot(folder)
+    box.hand_over()
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    refused = f"the memory folder {folder} is read-only (Permission denied): nothing was written"
+
+    def vmem(*args: str) -> tuple[int, str, str]:
+        ran = box.vmem("--db", f"git:{folder}", *args, cwd=repo.path)
+        assert "Traceback" not in ran.stderr, ran.stderr
+        return ran.returncode, ran.stdout, ran.stderr
+
+    code, out, _ = vmem("list", "--json")
+    assert (code, [m["id"] for m in json.loads(out)]) == (0, [memory])
+    code, out, err = vmem("search", "tries", "--json")
+    assert (code, [m["id"] for m in json.loads(out)]) == (0, [memory])
+    assert f"retrieved event not recorded: {refused}" in err
+    code, out, err = vmem("context", "--json")
+    assert code == 0, err
+    assert [m["id"] for m in json.loads(out)["memories"]] == [memory]
+    for write in (["store", "--subject", "S", "--fact", "F", "--cite", "net.py:1"],
+                  ["verify"]):
+        code, _, err = vmem(*write)
+        assert code == 1
+        assert one_line(err) == f"vmem: error: {refused}"
+    assert snapshot(folder) == files

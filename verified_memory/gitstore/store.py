@@ -18,6 +18,7 @@ matter: the logs keep every event, and a rebuilt index has them all live.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import secrets
@@ -27,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from verified_memory.errors import NotFound
+from verified_memory.errors import NotFound, ReadOnlyStore
 from verified_memory.gitstore.layout import (
     INDEX,
     event_file,
@@ -57,7 +58,7 @@ from verified_memory.models import (
 )
 from verified_memory.store.base import ClosingStore, Decide
 from verified_memory.store.sqlite import SQLiteStore
-from verified_memory.store.transfer import Export, load_export
+from verified_memory.store.transfer import Export, TransferCounts, load_export
 from verified_memory.store.views import ViewQuery
 
 __all__ = ["GitStore", "rebuild_index"]
@@ -84,19 +85,24 @@ def rebuild_index(folder: Path) -> tuple[int, int, int]:
     """Build the index from the files into a new file, then put it in place of the old
     one; how many memories, events and tombstones it holds. A memory with a tombstone
     (forgotten on another branch) stays forgotten."""
-    read = read_folder(folder)
-    gone = {t.id for t in read.tombstones}
-    memories = tuple(m for m in read.memories.values() if m.id not in gone)
     target = folder / INDEX_FILE
     fresh = folder / f"{INDEX_FILE}.rebuild"
     _remove_sqlite(fresh)
     with SQLiteStore(fresh) as index:
-        counts = load_export(index, Export(memories=memories, events=read.events,
-                                           tombstones=read.tombstones))
+        counts = _fill(index, folder)
     _remove_sqlite(target)
     os.replace(fresh, target)
     (folder / STATE_FILE).write_text(_signature(folder) + "\n", encoding="utf-8")
     return counts.memories, counts.events, counts.tombstones
+
+
+def _fill(index: SQLiteStore, folder: Path) -> TransferCounts:
+    """Load the files of ``folder`` into an empty index."""
+    read = read_folder(folder)
+    gone = {t.id for t in read.tombstones}
+    memories = tuple(m for m in read.memories.values() if m.id not in gone)
+    return load_export(index, Export(memories=memories, events=read.events,
+                                     tombstones=read.tombstones))
 
 
 def _remove_sqlite(path: Path) -> None:
@@ -117,25 +123,40 @@ class GitStore(ClosingStore):
                                "export writes one; a command that stores creates it)")
             self.folder.mkdir(parents=True)
         self.session = session or os.environ.get("VMEM_SESSION") or secrets.token_hex(6)
-        for name, text in support_files().items():
+        writable = os.access(self.folder, os.W_OK)
+        for name, text in support_files().items() if writable else ():
             write_text(self.folder / name, text)
         state = self.folder / STATE_FILE
         try:
             current = state.read_text(encoding="utf-8").strip() == _signature(self.folder)
         except FileNotFoundError:
             current = False
-        if not current or not (self.folder / INDEX_FILE).exists():
-            rebuild_index(self.folder)
-        self.index = SQLiteStore(self.folder / INDEX_FILE)
         self._wrote = False
         self._closed = False
+        current = current and (self.folder / INDEX_FILE).exists()
+        if not current and not writable:
+            # A folder this user may only read (a read-only checkout) cannot keep an
+            # index: one is built in memory for this process, and writes are refused.
+            self.index = SQLiteStore(":memory:")
+            _fill(self.index, self.folder)
+            return
+        if not current:
+            rebuild_index(self.folder)
+        self.index = SQLiteStore(self.folder / INDEX_FILE)
 
     # ------------------------------------------------------------------ files
 
     def _writing(self) -> None:
-        """Before the first write: the index may get ahead of the files until close."""
+        """Before the first write: the index may get ahead of the files until close. A
+        folder this user may not write is refused here, before anything is written."""
         if not self._wrote:
-            (self.folder / STATE_FILE).unlink(missing_ok=True)
+            try:
+                if not os.access(self.folder, os.W_OK):
+                    raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+                (self.folder / STATE_FILE).unlink(missing_ok=True)
+            except OSError as exc:
+                raise ReadOnlyStore(f"the memory folder {self.folder} is read-only "
+                                    f"({exc.strerror or exc}): nothing was written") from exc
             self._wrote = True
 
     @staticmethod
