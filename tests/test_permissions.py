@@ -297,3 +297,34 @@ def test_a_read_only_memory_folder_is_read_and_refuses_writes_in_one_line(
         assert code == 1
         assert one_line(err) == f"vmem: error: {refused}"
     assert snapshot(folder) == files
+
+
+# ------------------------------------------------------------------ a client's configuration
+
+
+def test_vmem_init_names_a_config_file_it_may_not_read_or_write_and_writes_nothing(
+        box: Sandbox) -> None:
+    """An unreadable settings file was already one line. A directory this user may not
+    write failed after the files before it were written (.mcp.json wired, the hooks
+    not); now nothing is written."""
+    repo = GitRepo.project(box.path / "repo", {"net.py": CODE},
+                           origin="git@github.com:acme/net.git")
+    settings = repo.path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text("{}\n")
+    box.hand_over()
+    before = sorted(p.name for p in repo.path.iterdir())
+
+    def init() -> str:
+        ran = box.vmem("init", "claude-code", cwd=repo.path)
+        assert ran.returncode == 1
+        return one_line(ran.stderr)
+
+    settings.chmod(0)
+    assert init() == f"vmem: error: {settings}: Permission denied"
+    settings.chmod(0o644)
+    settings.parent.chmod(0o555)
+    assert init() == (f"vmem: error: {settings}: Permission denied (this user may not write "
+                      f"{settings.parent}): nothing was written")
+    assert sorted(p.name for p in repo.path.iterdir()) == before
+    assert settings.read_text() == "{}\n"
