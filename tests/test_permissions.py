@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -197,6 +198,15 @@ def test_a_read_only_store_answers_reads_and_refuses_writes_in_one_line(
     code, out, err = vmem("store", "--subject", "S", "--fact", "F", "--cite", "other.py:1")
     assert code == 1
     assert one_line(err) == f"vmem: error: {refused} adding a memory"
+    # Compaction backs up first: in a read-only directory the backup is refused (the
+    # line quoted Python's repr of the error); beside a read-only file, the first change.
+    code, out, err = vmem("db", "compact", "--older-than", "0", "--apply")
+    assert code == 1
+    if what == "directory":
+        assert re.fullmatch(rf"vmem: error: cannot write the backup {re.escape(str(db))}"
+                            r"\.backup-\d{8}T\d{6}Z: Permission denied", one_line(err)), err
+    else:
+        assert one_line(err) == f"vmem: error: {refused} pruning citations"
     assert db.read_bytes() == data
     assert statuses(db) == before
 

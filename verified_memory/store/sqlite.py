@@ -818,7 +818,8 @@ class SQLiteStore(ClosingStore):
             try:
                 _admin.backup(conn, target)
             except OSError as exc:
-                raise StoreError(f"cannot write the backup {target}: {exc}") from exc
+                raise StoreError(
+                    f"cannot write the backup {target}: {exc.strerror or exc}") from exc
 
     def prune(self) -> int:
         """Delete citation rows left without their memory; how many."""
