@@ -121,8 +121,11 @@ def test_an_unreadable_object_directory_is_named_not_taken_for_no_repository(
     box.hand_over()
     objects = repo.path / ".git" / "objects"
     objects.chmod(0)
-    for args in (["verify"], ["context"], ["verify", "--repo", REPO]):
-        ran = box.vmem("--db", os.fspath(db), *args, cwd=repo.path)
+    hook_input = json.dumps({"session_id": "s", "cwd": os.fspath(repo.path),
+                             "hook_event_name": "SessionStart"})
+    for args in (["verify"], ["context"], ["verify", "--repo", REPO],
+                 ["hook", "session-start"]):
+        ran = box.vmem("--db", os.fspath(db), *args, cwd=repo.path, input=hook_input)
         assert ran.returncode == 1
         assert one_line(ran.stderr) == ("vmem: error: git cannot read the repository at "
                                         f"{repo.path}: cannot read {objects}: Permission "
