@@ -16,6 +16,8 @@ Every error this package raises derives from one root, so a caller can catch
     │   │   └── CredentialsRejected  the token is missing, invalid, expired or revoked
     │   └── BudgetSpent        the pass's time limit ran out before this was read
     ├── StoreError             the memory store failed (locked, corrupt, unreachable)
+    │   └── ReadOnlyStore      it may be read but not written (file or directory modes):
+    │                          nothing was written; never a verdict on a memory
     └── MissingDependency      an optional extra is not installed (also an ImportError)
 
 Lower-layer errors (sqlite3, subprocess, psycopg, PyGithub, httpx) are translated
@@ -30,6 +32,7 @@ __all__ = [
     "CredentialsRejected",
     "MissingDependency",
     "NotFound",
+    "ReadOnlyStore",
     "SourceDown",
     "SourceUnavailable",
     "StoreError",
@@ -81,6 +84,12 @@ class BudgetSpent(SourceUnavailable):
 
 class StoreError(VerifiedMemoryError):
     """The memory store itself failed."""
+
+
+class ReadOnlyStore(StoreError):
+    """The store can be read but refuses writes (this user may not write its file or
+    directory): nothing was written. Verdicts that could not be recorded are not
+    verdicts: a pass that meets this is a view."""
 
 
 class MissingDependency(VerifiedMemoryError, ImportError):

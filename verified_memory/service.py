@@ -7,6 +7,7 @@ were checked against the code as it is now. Every operation writes its telemetry
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -22,7 +23,13 @@ from verified_memory.audit import (
     resolve_id,
     trail,
 )
-from verified_memory.errors import Conflict, NotFound, SourceUnavailable, ValidationError
+from verified_memory.errors import (
+    Conflict,
+    NotFound,
+    ReadOnlyStore,
+    SourceUnavailable,
+    ValidationError,
+)
 from verified_memory.models import (
     Citation,
     CitationCheck,
@@ -79,6 +86,8 @@ if TYPE_CHECKING:
     from verified_memory.verify.bulk import CheckedCitation, Item
 
 __all__ = ["Context", "MemoryService", "Stored", "VerificationReport"]
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 
@@ -787,9 +796,21 @@ class MemoryService:
                               "helped") for m in candidates if m.poor)
         candidates = [m for m in candidates if not m.poor]
         apply = False if dry_run else None
-        report = self.verify([m.id for m in candidates], ref=ref, apply=apply)
+        view: str | None = None
+        try:
+            report = self.verify([m.id for m in candidates], ref=ref, apply=apply)
+        except ReadOnlyStore as exc:
+            if dry_run:
+                raise
+            # Verdicts the store cannot record are no verdicts: checked again as a view,
+            # which only decides what is shown here.
+            log.warning("%s; the memories were checked as a view", exc)
+            apply, view = False, "the memory store is read-only: no verdict is recorded"
+            report = self.verify([m.id for m in candidates], ref=ref, apply=apply)
         scope = report.scopes.get(repo) or self.scope(repo, ref=ref, apply=apply)
         revision = scope.revision
+        if view is None and not scope.judges:
+            view = scope.cause
 
         def read_code(location: Location) -> str:
             return self.read_citation(repo, location.path,
@@ -802,8 +823,7 @@ class MemoryService:
         rendered = render_context(repo, revision, verifications, hydration=level,
                                   budget=budget, query=query, list_left_out=list_left_out,
                                   read_code=read_code if level is Hydration.FILES else None,
-                                  view=None if scope.judges else scope.cause,
-                                  set_aside=set_aside, order=order)
+                                  view=view, set_aside=set_aside, order=order)
         # The memories in the order they are shown (then those cut for room).
         shown = {mid: i for i, mid in enumerate([*rendered.hydration, *rendered.omitted])}
         passed = sorted((v.memory for v in report.verifications if v.passed),

@@ -61,9 +61,18 @@ def check(repo_path: Path, ref: str, input_file: str, jobs: int | None,
             results = service.check_citations(
                 None, parse_jsonl(lines, max_line=CHECK_LINE_MAX), ref=ref,
                 jobs=jobs or usable_cpus(), require_sha=True)
+            unread: list[str] = []  # why each unverifiable citation was not checked
+            done = 0
             for done, result in enumerate(results, 1):
                 sys.stdout.write(json.dumps(result.to_dict()) + "\n")
                 shown(done, None)
+                if result.status == "unverifiable":
+                    why = result.unreadable or (result.check.detail if result.check else None)
+                    unread.append(f"{result.id} ({why or 'could not be read'})")
+    if unread:  # the answers' format has no room for why: said once, on stderr
+        click.echo(f"vmem: {len(unread)} of {done} citations could not be verified (no "
+                   f"verdict): {unread[0]}" + (f" and {len(unread) - 1} more"
+                                               if len(unread) > 1 else ""), err=True)
 
 
 def parse_jsonl(lines: Iterable[str], *, max_line: int | None = None) -> Iterator[Item]:

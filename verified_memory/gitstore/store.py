@@ -28,18 +28,19 @@ file no one will read again.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import secrets
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from verified_memory.errors import NotFound, StoreError
+from verified_memory.errors import NotFound, ReadOnlyStore, StoreError
 from verified_memory.gitstore.layout import (
     INDEX,
     event_file,
@@ -69,7 +70,7 @@ from verified_memory.models import (
 )
 from verified_memory.store.base import ClosingStore, Decide
 from verified_memory.store.sqlite import SQLiteStore
-from verified_memory.store.transfer import Export, load_export
+from verified_memory.store.transfer import Export, TransferCounts, load_export
 from verified_memory.store.views import ViewQuery
 
 __all__ = ["GitStore", "rebuild_index"]
@@ -143,16 +144,12 @@ def _rebuild(folder: Path) -> tuple[int, int, int]:
     """Build the index from the files into a new file, then copy that into the index
     file (the caller holds the lock). A memory with a tombstone (forgotten on another
     branch) stays forgotten."""
-    read = read_folder(folder)
-    gone = {t.id for t in read.tombstones}
-    memories = tuple(m for m in read.memories.values() if m.id not in gone)
     target = folder / INDEX_FILE
     fresh = folder / f"{INDEX_FILE}.rebuild"
     _remove_sqlite(fresh)
     try:
         with SQLiteStore(fresh) as built:
-            counts = load_export(built, Export(memories=memories, events=read.events,
-                                               tombstones=read.tombstones))
+            counts = _fill(built, folder)
             try:
                 index = SQLiteStore(target)
             except StoreError:  # damaged: it is rebuilt whole, so it can go
@@ -164,6 +161,15 @@ def _rebuild(folder: Path) -> tuple[int, int, int]:
         _remove_sqlite(fresh)
     _keep_signature(folder)
     return counts.memories, counts.events, counts.tombstones
+
+
+def _fill(index: SQLiteStore, folder: Path) -> TransferCounts:
+    """Load the files of ``folder`` into an empty index."""
+    read = read_folder(folder)
+    gone = {t.id for t in read.tombstones}
+    memories = tuple(m for m in read.memories.values() if m.id not in gone)
+    return load_export(index, Export(memories=memories, events=read.events,
+                                     tombstones=read.tombstones))
 
 
 def _remove_sqlite(path: Path) -> None:
@@ -184,14 +190,25 @@ class GitStore(ClosingStore):
                                "export writes one; a command that stores creates it)")
             self.folder.mkdir(parents=True)
         self.session = session or os.environ.get("VMEM_SESSION") or secrets.token_hex(6)
-        for name, text in support_files().items():
+        writable = os.access(self.folder, os.W_OK)
+        for name, text in support_files().items() if writable else ():
             write_text(self.folder / name, text)
+        self._wrote = False
+        self._closed = False
+        if not writable:
+            # A folder this user may only read (a read-only checkout) can neither keep
+            # an index nor take the lock: its index when it is current, else one built
+            # in memory for this process; writes are refused (``_writing``).
+            if _current(self.folder):
+                self.index = SQLiteStore(self.folder / INDEX_FILE)
+            else:
+                self.index = SQLiteStore(":memory:")
+                _fill(self.index, self.folder)
+            return
         with _locked(self.folder):
             if not _current(self.folder):
                 _rebuild(self.folder)
             self.index = SQLiteStore(self.folder / INDEX_FILE)
-        self._wrote = False
-        self._closed = False
 
     # ------------------------------------------------------------------ files
 
@@ -200,8 +217,16 @@ class GitStore(ClosingStore):
         """One write, under the folder's lock: the index first brought up to date with
         files that changed since (a pull while this store is open), the signature
         dropped while the index is ahead of the files, kept again once the files hold
-        the write too (a failure leaves it dropped: the next store rebuilds)."""
-        with _locked(self.folder):
+        the write too (a failure leaves it dropped: the next store rebuilds). A folder
+        this user may not write is refused here, before anything is written."""
+        with ExitStack() as held:
+            try:
+                if not os.access(self.folder, os.W_OK):
+                    raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+                held.enter_context(_locked(self.folder))
+            except OSError as exc:
+                raise ReadOnlyStore(f"the memory folder {self.folder} is read-only "
+                                    f"({exc.strerror or exc}): nothing was written") from exc
             if not _current(self.folder):
                 _rebuild(self.folder)
             (self.folder / STATE_FILE).unlink(missing_ok=True)

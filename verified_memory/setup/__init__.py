@@ -11,6 +11,8 @@ part, what is wired.
 from __future__ import annotations
 
 import difflib
+import errno
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +98,17 @@ def plan(root: Path, clients: Sequence[str], *, command: str = "vmem") -> list[C
 
 def write(root: Path, changes: Sequence[Change]) -> list[Change]:
     """Write the changed files, each atomically (a temporary file in its directory,
-    renamed over it; an existing file keeps its mode). Returns those written."""
+    renamed over it; an existing file keeps its mode). Returns those written. A file
+    whose directory this user may not write is refused before any file is written, so
+    a client is never left wired halfway."""
+    for change in changes:
+        path = root / change.path
+        where = path.parent
+        while not where.exists() and where != where.parent:
+            where = where.parent
+        if change.changed and not os.access(where, os.W_OK):
+            raise PermissionError(errno.EACCES, f"{os.strerror(errno.EACCES)} (this user may "
+                                  f"not write {where}): nothing was written", str(path))
     written = []
     for change in changes:
         if not change.changed:

@@ -15,7 +15,8 @@ Invariants:
   line) and reported as a miss, never returned, so it is asked for again and rewritten.
   A damaged cache is never a verdict, and never keeps a pass from reading the code.
 - The cache is best effort: a full disk or a read-only directory makes it a no-op
-  (logged), never an error. It is an optimisation, not a source of truth.
+  (logged once per directory that refused a write), never an error. It is an
+  optimisation, not a source of truth.
 - Files are created 0600 inside a 0700 directory: blobs of private repositories are
   other people's code.
 
@@ -52,6 +53,23 @@ def default_cache_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir(APP_NAME))
+
+
+#: Directories that refused a cache write, each reported once per process: a pass
+#: writes an entry per blob and listing, and one line tells what a hundred would.
+_REFUSED: set[Path] = set()
+
+
+def _not_cached(path: Path, exc: OSError) -> None:
+    """A write of ``path`` failed: the read goes on uncached; said once for the nearest
+    existing directory, the one that refused it."""
+    where = path.parent
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if where not in _REFUSED:
+        _REFUSED.add(where)
+        log.warning("disk cache %s is not writable (%s); reading on without caching",
+                    where, exc.strerror or exc)
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -119,8 +137,7 @@ class DiskBlobCache:
         try:
             atomic_write(path, data)
         except OSError as exc:
-            log.warning("blob cache %s is not writable (%s); continuing without it",
-                        self.root, exc.strerror or exc)
+            _not_cached(path, exc)
 
     def __contains__(self, sha: object) -> bool:
         path = self._path(sha) if isinstance(sha, str) else None
@@ -201,8 +218,7 @@ class JsonCache:
         try:
             atomic_write(path, data)
         except OSError as exc:
-            log.warning("cache %s is not writable (%s); continuing without it",
-                        self.root, exc.strerror or exc)
+            _not_cached(path, exc)
             return
         if keep is not None:
             count = self._writes.get(namespace, 0)

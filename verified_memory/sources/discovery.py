@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 from verified_memory.errors import ValidationError
 from verified_memory.models import validate_repo
-from verified_memory.sources.local_git import run_git
+from verified_memory.sources.local_git import raise_if_unreadable, run_git
 
 __all__ = [
     "checked_out_branch",
@@ -39,7 +39,8 @@ def find_working_copy(start: str | os.PathLike[str]) -> Path | None:
 
     None too for a bare repository or the inside of a ``.git`` directory: neither has
     files on disk to cite. A ``start`` that does not exist yet is looked up from its
-    nearest existing parent. Raises ``SourceUnavailable`` only when git is missing.
+    nearest existing parent. Raises ``SourceUnavailable`` when git is missing, or when
+    this user may not read the ``.git`` found there (not the same as no working copy).
     """
     probe = Path(start).absolute()
     while not probe.is_dir():
@@ -48,6 +49,8 @@ def find_working_copy(start: str | os.PathLike[str]) -> Path | None:
         probe = probe.parent
     proc = run_git(probe, "rev-parse", "--show-toplevel")
     top = proc.stdout.rstrip(b"\r\n")
+    if proc.returncode != 0:
+        raise_if_unreadable(probe)
     if proc.returncode != 0 or not top:  # old gits print nothing in a bare repository
         return None
     return Path(os.fsdecode(top))

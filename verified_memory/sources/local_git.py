@@ -42,8 +42,9 @@ from typing import IO
 from verified_memory.cache import BoundedCache
 from verified_memory.errors import NotFound, SourceUnavailable
 from verified_memory.sources.base import ClosingSource, MainLine, Rename
+from verified_memory.sources.permissions import unreadable_git_dir, unreadable_object
 
-__all__ = ["LocalGitSource", "MemoryBlobCache", "git_env", "run_git"]
+__all__ = ["LocalGitSource", "MemoryBlobCache", "git_env", "raise_if_unreadable", "run_git"]
 
 #: Variables that tell git which repository to use. A git hook (or any parent git
 #: process) sets some of them, and they would silently override ``-C <path>``.
@@ -153,7 +154,17 @@ def check_repository(path: Path) -> None:
             f"git refuses to read {path}: it is owned by another user "
             f"(see 'git config --global --add safe.directory')"
         )
+    raise_if_unreadable(path)
     raise NotFound(f"{path} is not a git repository")
+
+
+def raise_if_unreadable(path: Path) -> None:
+    """After git found no repository at ``path``: raise ``SourceUnavailable`` when that
+    is because this user may not read its ``.git`` (git says "not a git repository"
+    alike), naming what could not be read."""
+    why = unreadable_git_dir(path)
+    if why is not None:
+        raise SourceUnavailable(f"git cannot read the repository at {path}: {why}")
 
 
 def decode_path(raw: bytes) -> str:
@@ -391,11 +402,26 @@ class LocalGitSource(ClosingSource):
                 return cached
             reply = self._catfile.query(blob_sha)
             if isinstance(reply, str):
-                raise NotFound(f"blob {blob_sha} does not exist in {self.path}")
+                raise self._absent(blob_sha)
             if reply.type != "blob":
                 raise NotFound(f"object {blob_sha} in {self.path} is a {reply.type}, not a blob")
             self._blobs.put(blob_sha, reply.body)
             return reply.body
+
+    def _absent(self, blob_sha: str) -> NotFound | SourceUnavailable:
+        """A blob git called missing: ``NotFound``, unless a file that may hold it is
+        one this user cannot read (git says "missing" alike): then the code could not be
+        read, which is no verdict (``SourceUnavailable``, naming the file and why)."""
+        why = unreadable_object(self._objects(), blob_sha)
+        if why is not None:
+            return SourceUnavailable(f"git cannot read blob {blob_sha} in {self.path}: {why}")
+        return NotFound(f"blob {blob_sha} does not exist in {self.path}")
+
+    def _objects(self) -> Path:
+        """The repository's object directory (asked of git: ``.git`` may be a file, or
+        the repository bare)."""
+        proc = run_git(self.path, "rev-parse", "--git-path", "objects")
+        return self.path / os.fsdecode(proc.stdout.rstrip(b"\r\n"))
 
     def read_blobs(self, blob_shas: Iterable[str]) -> None:
         """Read these blobs into the cache in one exchange with ``git cat-file``: all the
@@ -589,7 +615,9 @@ class LocalGitSource(ClosingSource):
         with self._lock:
             reply = self._catfile.query(name)
         if isinstance(reply, str) or reply.type != "tree":
-            raise SourceUnavailable(f"git cannot read the tree {name} in {self.path}")
+            why = unreadable_object(self._objects(), name) if FULL_SHA.fullmatch(name) else None
+            raise SourceUnavailable(f"git cannot read the tree {name} in {self.path}"
+                                    + (f": {why}" if why else ""))
         # an object id is 20 bytes in a sha1 repository, 32 in a sha256 one
         entries = parse_tree_object(reply.body, len(reply.sha) // 2)
         if name != reply.sha:  # a commit's root (``<commit>^{tree}``): under both names

@@ -122,7 +122,7 @@ def compact(store: object, planned: CompactionPlan,
         try:
             back_up(target)
         except OSError as exc:
-            raise StoreError(f"cannot write the backup {target}: {exc}") from exc
+            raise StoreError(f"cannot write the backup {target}: {exc.strerror or exc}") from exc
     pruned = store.prune()
     archived = store.archive_events(planned.before)
     store.vacuum()

@@ -45,8 +45,9 @@ from itertools import groupby
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from verified_memory.errors import Conflict, NotFound, StoreError
+from verified_memory.errors import Conflict, NotFound, ReadOnlyStore, StoreError
 from verified_memory.models import (
     POOR_MAX_SUCCESS,
     POOR_MIN_FEEDBACK,
@@ -839,7 +840,8 @@ class SQLiteStore(ClosingStore):
             try:
                 _admin.backup(conn, target)
             except OSError as exc:
-                raise StoreError(f"cannot write the backup {target}: {exc}") from exc
+                raise StoreError(
+                    f"cannot write the backup {target}: {exc.strerror or exc}") from exc
 
     def copy_into(self, other: SQLiteStore) -> None:
         """Make ``other`` a copy of this store in one write (SQLite's online backup API):
@@ -888,6 +890,19 @@ class SQLiteStore(ClosingStore):
             _create_private(file)
             target = str(file)
             self.path = target
+        try:
+            return self._connect(target)
+        except sqlite3.Error as exc:
+            if target == ":memory:" or target.startswith("file:") or not _refused(exc):
+                raise self._translate(exc, "opening") from exc
+            try:  # a file or directory this user may not write: read it as it is
+                return self._connect(_read_only_uri(target), read_only=True)
+            except sqlite3.Error:
+                raise self._translate(exc, "opening") from exc
+
+    def _connect(self, target: str, *, read_only: bool = False) -> sqlite3.Connection:
+        """A connection to ``target``, set up and migrated; closed again if that fails.
+        ``read_only``: ``target`` is a read-only URI (no journal mode to set)."""
         conn: sqlite3.Connection | None = None
         try:
             conn = sqlite3.connect(
@@ -898,7 +913,8 @@ class SQLiteStore(ClosingStore):
                 uri=target.startswith("file:"),
             )
             conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            if not read_only:
+                conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             # Up to 32 MiB of pages kept (the default is 2 MiB): a verification pass's
             # batch of 5,000 verdicts adds events all over the telemetry's indexes by
@@ -908,10 +924,6 @@ class SQLiteStore(ClosingStore):
             conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             conn.execute("PRAGMA foreign_keys = ON")
             _migrate(conn, self.path, self.timeout)
-        except sqlite3.Error as exc:
-            if conn is not None:
-                conn.close()
-            raise self._translate(exc, "opening") from exc
         except BaseException:
             if conn is not None:
                 conn.close()
@@ -997,6 +1009,10 @@ class SQLiteStore(ClosingStore):
                 f"the memory store {self.path} is corrupt or not a SQLite database "
                 f"({message}); move it aside to start a new one"
             )
+        if name.startswith("SQLITE_READONLY") and os.path.exists(self.path):
+            return ReadOnlyStore(
+                f"the memory store {self.path} is read-only (this user may not write it or "
+                f"its directory): nothing was written while {action}")
         if name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_IOERR", "SQLITE_PERM")):
             return StoreError(
                 f"cannot read or write the memory store {self.path} while {action}: {message}"
@@ -1246,6 +1262,22 @@ def _apply_migration(conn: sqlite3.Connection, version: int, name: str,
     except BaseException:
         _rollback(conn)
         raise
+
+
+def _refused(exc: sqlite3.Error) -> bool:
+    """Whether opening failed because this user may not write the file or its directory
+    (SQLite opens such a file read-only, then fails at the first write: the journal mode,
+    a -shm file it cannot create)."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM"))
+
+
+def _read_only_uri(path: str) -> str:
+    """A URI opening ``path`` read-only. Without its -wal file no connection is open on
+    the file (SQLite removes it when the last one closes), and SQLite, unable to create
+    one in a directory it may not write, reads the file only as immutable."""
+    uri = f"file:{quote(os.path.abspath(path))}?mode=ro"
+    return uri if os.path.exists(f"{path}-wal") else f"{uri}&immutable=1"
 
 
 def _busy(exc: sqlite3.Error) -> bool:
