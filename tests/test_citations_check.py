@@ -166,6 +166,22 @@ def test_end_to_end_in_a_subprocess_from_a_file(repo: GitRepo, tmp_path: Path) -
     assert_results([json.loads(line) for line in proc.stdout.splitlines()], expected())
 
 
+def _until_read(fd: int, timeout: float = 60.0) -> None:
+    """Wait until the pipe ``fd`` writes into has been read empty."""
+    import fcntl
+    import termios
+    import time
+
+    deadline = time.monotonic() + timeout
+    unread = bytearray(4)
+    while time.monotonic() < deadline:
+        fcntl.ioctl(fd, termios.FIONREAD, unread)
+        if not int.from_bytes(unread, sys.byteorder):
+            return
+        time.sleep(0.01)
+    raise AssertionError("the command did not read its input")
+
+
 def _run_on_a_terminal(repo: GitRepo, tmp_path: Path, lines: list[str],
                        stdout_on_terminal: bool) -> tuple[str, str]:
     """The command with stderr (and stdout, when asked) on a pseudo-terminal, its input
@@ -185,7 +201,11 @@ def _run_on_a_terminal(repo: GitRepo, tmp_path: Path, lines: list[str],
     for line in lines:
         proc.stdin.write(line.encode() + b"\n")
         proc.stdin.flush()
-        time.sleep(0.5)  # past PROGRESS_AFTER: the bar is drawn after the next answer
+        # the line read (on a loaded machine the command may still be starting, and
+        # would then read every line at once), then past PROGRESS_AFTER: the bar is
+        # drawn after the next answer
+        _until_read(proc.stdin.fileno())
+        time.sleep(0.5)
     proc.stdin.close()
     terminal = b""
     while True:  # read the terminal until the command is done with it
