@@ -308,10 +308,26 @@ def test_unreadable_input_files_are_one_line(repo: GitRepo, tmp_path: Path,
     assert code == 1
     assert err == f"vmem: error: {tmp_path / 'missing.jsonl'}: No such file or directory\n"
     latin = tmp_path / "latin.json"
-    latin.write_bytes(b'{"subject": "caf\xe9"}')
+    latin.write_bytes(b'{"fact": "f",\n "subject": "caf\xe9"}')
     code, _, err = vmem(capsys, "store", "--input", str(latin))
     assert code == 1
-    assert err.startswith("vmem: error: the input is not UTF-8 text")
+    # the line and character of the byte (a decoder's offset counts from its last chunk)
+    assert err == (f"vmem: error: {latin}: line 2: not UTF-8 text (byte 0xe9 at "
+                   "character 17): save the file as UTF-8\n")
+
+
+def test_a_memory_file_saved_with_a_byte_order_mark_is_read(
+        repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A memory written by a Windows editor starts with a byte order mark: no content
+    (it was refused as "not valid JSON: Unexpected UTF-8 BOM"), as for ``vmem db
+    import`` and ``vmem citations check``."""
+    memory = tmp_path / "memory.json"
+    memory.write_bytes(b"\xef\xbb\xbf" + json.dumps(
+        {"subject": "s", "fact": "caf\u00e9",
+         "citations": [{"path": "net/fetch.py", "line_start": 1, "line_end": 1}]}).encode())
+    code, out, err = vmem(capsys, "store", "--input", str(memory), "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["fact"] == "caf\u00e9"
 
 
 def test_the_postgres_pools_own_log_lines_stay_off_stderr(repo: GitRepo) -> None:

@@ -11,6 +11,7 @@ memory ever is, with one clear line instead of a ``RecursionError``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -34,10 +35,13 @@ __all__ = [
     "SUBJECT_MAX",
     "TAGS_MAX",
     "TAG_MAX",
+    "TEXT_ENCODING",
+    "TEXT_ERRORS",
     "bounded_lines",
     "check_depth",
     "load_json",
     "read_bounded",
+    "refuse_undecoded",
     "too_long",
 ]
 
@@ -72,6 +76,30 @@ def bounded_lines(stream: IO[str], limit: int) -> Iterator[str]:
 def too_long(line: str, limit: int) -> bool:
     """Whether a line from ``bounded_lines`` exceeded ``limit`` (its newline not counted)."""
     return len(line.rstrip("\r\n")) > limit
+
+
+#: A byte that is not UTF-8, as ``errors="surrogateescape"`` keeps it.
+_UNDECODED = re.compile("[\udc80-\udcff]")
+#: How text files given to a command are decoded: a byte order mark (a file saved by a
+#: Windows editor) is no content, and a byte that is not UTF-8 is kept, to be named by
+#: its line (``refuse_undecoded``: a decoder's own error counts bytes from where its last
+#: chunk began, not from the file's start, and names no line).
+TEXT_ENCODING, TEXT_ERRORS = "utf-8-sig", "surrogateescape"
+
+
+def refuse_undecoded(text: str, line: int | None = None) -> None:
+    """Refuse (``ValidationError``) text read with ``TEXT_ERRORS`` that holds a byte
+    that is not UTF-8, naming its line (``line``: the number of ``text``'s first line,
+    when it is one line of a file) and character."""
+    found = _UNDECODED.search(text)
+    if found is None:
+        return
+    first = line or 1
+    number = first + text.count("\n", 0, found.start())
+    column = found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
+    raise ValidationError(f"line {number}: not UTF-8 text (byte "
+                          f"0x{ord(found.group()) - 0xDC00:02x} at character {column}): "
+                          "save the file as UTF-8")
 
 
 def read_bounded(stream: IO[str], limit: int, what: str) -> str:

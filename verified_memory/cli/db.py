@@ -101,12 +101,11 @@ def import_(ctx: click.Context, input_file: str, as_json: bool) -> None:
     checked (each memory as strictly as `vmem store` checks one) before the store is
     opened, then written in one transaction. What the store holds is skipped (memory
     ids it has or forgot, events by their key, tombstones), so a re-run adds nothing."""
-    from verified_memory.limits import IMPORT_LINE_MAX, bounded_lines
+    from verified_memory.limits import IMPORT_LINE_MAX, TEXT_ENCODING, TEXT_ERRORS, bounded_lines
     from verified_memory.store import open_store, sqlite_path
     from verified_memory.store.transfer import load_export, read_export
 
-    # utf-8-sig: a byte order mark (a file saved by a Windows editor) is no content.
-    with click.open_file(input_file, encoding="utf-8-sig", errors="surrogateescape") as fh:
+    with click.open_file(input_file, encoding=TEXT_ENCODING, errors=TEXT_ERRORS) as fh:
         export = read_export(bounded_lines(fh, IMPORT_LINE_MAX))
     url = _url(ctx)
     path = sqlite_path(url)

@@ -140,11 +140,22 @@ def memory_input(input_file: str | None, repo: str | None, default_repo: Callabl
             raise ValidationError(
                 f"{exc} (stdin was not read, as --subject was given: add --input - to "
                 f"merge a JSON memory from it)") from None
-    from verified_memory.limits import IMPORT_LINE_MAX, load_json, read_bounded
+    from verified_memory.limits import (
+        IMPORT_LINE_MAX,
+        TEXT_ENCODING,
+        TEXT_ERRORS,
+        load_json,
+        read_bounded,
+        refuse_undecoded,
+    )
 
     where = "stdin" if input_file in (None, "-") else input_file
-    with click.open_file(input_file or "-", encoding="utf-8") as fh:
+    with click.open_file(input_file or "-", encoding=TEXT_ENCODING, errors=TEXT_ERRORS) as fh:
         text = read_bounded(fh, IMPORT_LINE_MAX, f"the memory on {where}")
+    try:
+        refuse_undecoded(text)
+    except ValidationError as exc:
+        raise ValidationError(f"{where}: {exc}") from None
     if not text.strip():
         raise ValidationError("no memory given: pass --subject, --fact and --cite, "
                               "or a JSON memory on stdin")

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -43,7 +42,12 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from verified_memory.errors import NotFound, ValidationError
-from verified_memory.limits import IMPORT_LINE_MAX, check_depth, too_long
+from verified_memory.limits import (
+    IMPORT_LINE_MAX,
+    check_depth,
+    refuse_undecoded,
+    too_long,
+)
 from verified_memory.models import Memory, TelemetryEvent, Tombstone, utcnow, validate_repo
 from verified_memory.store._rows import time_to_text
 from verified_memory.store.base import MemoryStore
@@ -58,8 +62,6 @@ FORMAT = "verified-memory"
 VERSION = 2
 LEGACY_PREFIX = "legacy-"
 _COUNTED = frozenset({"memories", "events", "tombstones"})
-#: A byte that is not UTF-8, as ``errors="surrogateescape"`` keeps it (``_records``).
-_UNDECODED = re.compile("[\udc80-\udcff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,11 +309,7 @@ def _records(source: Iterable[str],
         if too_long(line, IMPORT_LINE_MAX):
             raise ValidationError(f"line {number} is longer than {IMPORT_LINE_MAX:,} "
                                   "characters (the limit)")
-        undecoded = _UNDECODED.search(line)
-        if undecoded is not None:
-            raise ValidationError(
-                f"line {number}: not UTF-8 text (byte 0x{ord(undecoded.group()) - 0xDC00:02x} "
-                f"at character {undecoded.start() + 1}): save the file as UTF-8")
+        refuse_undecoded(line, number)
         if not line.strip():
             continue
         try:
