@@ -239,6 +239,26 @@ def test_files_pulled_while_a_store_is_open_reach_the_index_at_its_next_write(
                                         ["aaaa-1", "bbbb-2", "cccc-3"])
 
 
+def test_files_pulled_while_a_store_is_open_are_read_without_a_write(tmp_path: Path) -> None:
+    """A store held open for a session (the MCP server) that only reads: a pull brings a
+    teammate's memory and drops one of ours, and the next reads answer from the files
+    as they are now (they answered from the index of when the store was opened)."""
+    folder, theirs = tmp_path / ".memory", tmp_path / "theirs" / ".memory"
+    with GitStore(theirs) as teammate:
+        teammate.add(mem("theirs", id="cccc-3"))
+    with GitStore(folder) as store:
+        store.add(mem("one", id="aaaa-1"))
+        store.add(mem("two", id="bbbb-2", minutes=1))
+    with GitStore(folder) as store:
+        assert {m.id for m in store.recent(REPO, limit=None)} == {"aaaa-1", "bbbb-2"}
+        pulled = next(theirs.glob("*/cccc-3_*.md"))
+        (folder / pulled.parent.name / pulled.name).write_text(pulled.read_text())
+        next(folder.glob("*/bbbb-2_*.md")).unlink()
+        assert {m.id for m in store.recent(REPO, limit=None)} == {"aaaa-1", "cccc-3"}
+        assert [m.id for m in store.search(REPO, "theirs")] == ["cccc-3"]
+        assert store.get("cccc-3").fact == mem("theirs", id="cccc-3").fact
+
+
 def _open_and_store(folder: str, worker: int, barrier: Any, results: Any) -> None:
     """Open the folder the moment the other workers do, and store one memory."""
     try:

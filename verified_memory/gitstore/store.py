@@ -20,7 +20,7 @@ Several processes share one folder (an MCP server open for a whole session, hook
 command in a terminal): each checks the signature, rebuilds and writes under one lock
 (``index.sqlite.lock``), so none rebuilds from files another is still writing or trusts
 an index another is rebuilding; a store open for long checks the signature again before
-each write, so a pull while it is open reaches the index first. A rebuilt index is copied
+each read and write, so a pull while it is open reaches the index first. A rebuilt index is copied
 into the index file in place (``SQLiteStore.copy_into``), never put in its stead: a
 connection another process holds open on it reads and writes the rebuilt index, not a
 file no one will read again.
@@ -195,6 +195,7 @@ class GitStore(ClosingStore):
             write_text(self.folder / name, text)
         self._wrote = False
         self._closed = False
+        self._writable = writable
         if not writable:
             # A folder this user may only read (a read-only checkout) can neither keep
             # an index nor take the lock: its index when it is current, else one built
@@ -357,69 +358,81 @@ class GitStore(ClosingStore):
 
     # ------------------------------------------------------------------ reads
 
+    def _read(self) -> SQLiteStore:
+        """The index for a read, brought up to date first with files that changed behind
+        this store (a pull, a merge, another process's write), so that a store held open
+        for a whole session (the MCP server) never answers from before them: a signature
+        walk under the folder's lock, about 5 ms for a thousand files. A folder this
+        user may not write is read as it was found (its index cannot be rebuilt)."""
+        if self._writable:
+            with _locked(self.folder):
+                if not _current(self.folder):
+                    _rebuild(self.folder)
+        return self.index
+
     def get(self, memory_id: str) -> Memory:
-        return self.index.get(memory_id)
+        return self._read().get(memory_id)
 
     def get_many(self, memory_ids: Sequence[str]) -> list[Memory]:
-        return self.index.get_many(memory_ids)
+        return self._read().get_many(memory_ids)
 
     def recent(self, repo: str, *, limit: int | None = 50,
                status: Status | None = Status.ACTIVE, category: str | None = None,
                tag: str | None = None) -> list[Memory]:
-        return self.index.recent(repo, limit=limit, status=status, category=category, tag=tag)
+        return self._read().recent(repo, limit=limit, status=status, category=category, tag=tag)
 
     def search(self, repo: str, query: str, *, limit: int = 20, category: str | None = None,
                tag: str | None = None) -> list[Memory]:
-        return self.index.search(repo, query, limit=limit, category=category, tag=tag)
+        return self._read().search(repo, query, limit=limit, category=category, tag=tag)
 
     def search_hits(self, repo: str, query: str, *, limit: int = 20,
                     category: str | None = None, tag: str | None = None) -> list[SearchHit]:
-        return self.index.search_hits(repo, query, limit=limit, category=category, tag=tag)
+        return self._read().search_hits(repo, query, limit=limit, category=category, tag=tag)
 
     def by_path(self, repo: str, path: str, *, lines: tuple[int, int] | None = None,
                 limit: int = 50, category: str | None = None,
                 tag: str | None = None) -> list[Memory]:
-        return self.index.by_path(repo, path, lines=lines, limit=limit, category=category,
+        return self._read().by_path(repo, path, lines=lines, limit=limit, category=category,
                                   tag=tag)
 
     def count(self, repo: str, *, status: Status | None = Status.ACTIVE,
               at_most: int | None = None) -> int:
-        return self.index.count(repo, status=status, at_most=at_most)
+        return self._read().count(repo, status=status, at_most=at_most)
 
     def oldest_never_applied(self, repo: str, limit: int) -> list[Memory]:
-        return self.index.oldest_never_applied(repo, limit)
+        return self._read().oldest_never_applied(repo, limit)
 
     def repos(self) -> list[str]:
-        return self.index.repos()
+        return self._read().repos()
 
     def events(self, *, repo: str | None = None, memory_id: str | None = None,
                kinds: Sequence[EventKind] | None = None, limit: int | None = 1000,
                changes: bool = False, since: datetime | None = None, newest: bool = False,
                archived: bool = False) -> list[TelemetryEvent]:
-        return self.index.events(repo=repo, memory_id=memory_id, kinds=kinds, limit=limit,
+        return self._read().events(repo=repo, memory_id=memory_id, kinds=kinds, limit=limit,
                                  changes=changes, since=since, newest=newest,
                                  archived=archived)
 
     def stats(self, repo: str) -> RepoStats:
-        return self.index.stats(repo)
+        return self._read().stats(repo)
 
     def find(self, repo: str, where: MemoryFilter | None = None, *,
              limit: int | None = 50) -> list[Memory]:
-        return self.index.find(repo, where, limit=limit)
+        return self._read().find(repo, where, limit=limit)
 
     def match_ids(self, prefix: str, *, limit: int = 10) -> list[str]:
-        return self.index.match_ids(prefix, limit=limit)
+        return self._read().match_ids(prefix, limit=limit)
 
     def tombstones(self, *, repo: str | None = None, ids: Sequence[str] | None = None,
                    limit: int | None = 50) -> list[Tombstone]:
-        return self.index.tombstones(repo=repo, ids=ids, limit=limit)
+        return self._read().tombstones(repo=repo, ids=ids, limit=limit)
 
     def info(self) -> StoreInfo:
-        return replace(self.index.info(), kind="git", location=str(self.folder))
+        return replace(self._read().info(), kind="git", location=str(self.folder))
 
     def read_view(self, query: ViewQuery) -> list[dict[str, Any]]:
         # The index keeps the dashboard's rollups as events are appended or rebuilt.
-        return self.index.read_view(query)
+        return self._read().read_view(query)
 
     def close(self) -> None:
         if self._closed:
