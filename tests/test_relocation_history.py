@@ -883,3 +883,37 @@ def test_lines_copied_elsewhere_are_not_followed_while_the_definition_is_still_h
                for line in status.splitlines()), status  # git pairs it: it continues
     check = check_one(history, cited)
     assert check.outcome.value != "relocated", check.detail
+
+
+# ------------------------------------------------------------------ names that name a role
+
+def test_a_rust_test_module_is_not_followed_into_another_files_test_module(
+        history: History) -> None:
+    """ripgrep's shape: a file and its ``mod tests`` are deleted while a new file of
+    another crate has a ``mod tests`` of its own. ``tests`` names a role (nearly every
+    Rust file has one), as ``main`` does: the other file's module is another module
+    (it said ``changed`` there), so the cited one is ``missing``."""
+    tests_module = ("#[cfg(test)]\n"
+                    "mod tests {\n"
+                    "    use super::aliases;\n\n"
+                    "    #[test]\n"
+                    "    fn aliases_are_sorted() {\n"
+                    "        let names: Vec<&str> = aliases().map(|(name, _)| name).collect();\n"
+                    "        assert!(names.windows(2).all(|w| w[0] < w[1]));\n"
+                    "    }\n"
+                    "}\n")
+    aliases = ("pub fn aliases() -> impl Iterator<Item = (&'static str, &'static str)> {\n"
+               "    ALIASES.iter().copied()\n}\n\n" + tests_module)
+    history.start({"printer/src/hyperlink_aliases.rs": aliases,
+                   "index/src/literal.rs": "pub fn literal(s: &str) -> bool {\n"
+                                           "    !s.is_empty()\n}\n"})
+    cited = history.cite("printer/src/hyperlink_aliases.rs",
+                         *span(aliases, tests_module.split("\n", 1)[1]))
+    history.repo.run("rm", "-q", "printer/src/hyperlink_aliases.rs")
+    history.repo.write("index/src/literal.rs",
+                       "pub fn literal(s: &str) -> bool {\n    !s.is_empty()\n}\n\n"
+                       "#[cfg(test)]\nmod tests {\n    use super::literal;\n\n"
+                       "    #[test]\n    fn empty_is_not_a_literal() {\n"
+                       "        assert!(!literal(\"\"));\n    }\n}\n")
+    history.repo.commit("drop the aliases; test literals")
+    missing(check_one(history, cited))

@@ -442,7 +442,7 @@ class AnchorLocator(Locator, Origins):
         anchor = citation.fingerprint.anchor
         if anchor is None:
             return False
-        if (naming.qualified(anchor.name) or not naming.is_function(anchor)) and all(
+        if not naming.names_a_role(anchor) and all(
                 file.names(word) for word in naming.words(naming.generic_blind(anchor.name))):
             return True
         try:
@@ -621,7 +621,7 @@ class AnchorLocator(Locator, Origins):
         same_name = naming.generic_blind(best.name) == naming.generic_blind(anchor.name)
         new_here = not cited_file and not same and same_name \
             and self._new_name(verifier, citation, path, anchor.name, renamed_from or {})
-        fresh = new_here and (naming.qualified(anchor.name) or not naming.is_function(anchor))
+        fresh = new_here and not naming.names_a_role(anchor)
         if not cited_file and not same and not fresh and not self._resembles_old(
                 verifier, citation, best, MOVED_NAMESAKE if new_here else SAME_DEFINITION):
             return None  # a namesake elsewhere, not this definition moved and edited

@@ -9,8 +9,8 @@ import re
 
 from verified_memory.models import Anchor
 
-__all__ = ["FUNCTION_KINDS", "generic_blind", "is_function", "last_word", "public",
-           "qualified", "simple", "words"]
+__all__ = ["FUNCTION_KINDS", "ROLE_KINDS", "generic_blind", "last_word", "names_a_role",
+           "public", "qualified", "simple", "words"]
 
 _WORD = re.compile(r"\w+")
 #: A generic argument list with none inside it (``<'a>``, ``<T, U>``).
@@ -77,5 +77,13 @@ def qualified(name: str) -> bool:
     return "." in name or "::" in name
 
 
-def is_function(anchor: Anchor) -> bool:
-    return anchor.kind in FUNCTION_KINDS
+#: Kinds whose plain names name a role as often as one thing: functions (``main``,
+#: ``New``, ``__getattr__``) and Rust modules (``mod tests`` is in nearly every file).
+ROLE_KINDS = FUNCTION_KINDS | {"mod_item"}
+
+
+def names_a_role(anchor: Anchor) -> bool:
+    """Whether the anchor's name, unqualified, is no evidence of which definition it is
+    (``ROLE_KINDS``): a namesake new in another file must then also keep most of the old
+    definition's lines to be the cited one moved."""
+    return anchor.kind in ROLE_KINDS and not qualified(anchor.name)
