@@ -432,6 +432,35 @@ def test_deleted_code_is_not_relocated_into_a_markdown_guide(history: History) -
     missing(check_one(history, window))
 
 
+def test_code_is_not_relocated_into_a_compiled_bundle(history: History) -> None:
+    """actions/setup-python's shape: a TypeScript action compiles ``src/`` into
+    ``dist/index.js`` at every release. A constant leaves ``src/install-python.ts`` for
+    ``src/utils.ts``, edited, while the bundle holds its old line word for word: the
+    bundle is built output, not where code moves, so the answer is the source file
+    (``changed``), not a line of the bundle."""
+    install = ("import * as core from '@actions/core';\n\n"
+               "const TOKEN = core.getInput('token');\n\n"
+               "export async function installPython(version: string): Promise<void> {\n"
+               "  core.info(`Installing ${version}`);\n}\n")
+    history.start({"src/install-python.ts": install,
+                   "src/utils.ts": "export const IS_WINDOWS = process.platform === 'win32';\n",
+                   "dist/index.js": "'use strict';\n"})
+    cited = history.cite("src/install-python.ts",
+                         *span(install, "const TOKEN = core.getInput('token');\n"))
+    history.repo.write("src/install-python.ts", install.replace(
+        "const TOKEN = core.getInput('token');\n\n", ""))
+    utils = ("import * as core from '@actions/core';\n\n"
+             "export const IS_WINDOWS = process.platform === 'win32';\n"
+             "export const TOKEN = core.getInput('token', {required: true});\n")
+    history.repo.write("src/utils.ts", utils)
+    history.repo.write("dist/index.js", "'use strict';\n"
+                       + "".join(f"var m{i} = require('./m{i}');\n" for i in range(50))
+                       + "const TOKEN = core.getInput('token');\n")
+    history.repo.commit("move the token to utils; release")
+    changed(check_one(history, cited), "src/utils.ts",
+            span(utils, "export const TOKEN = core.getInput('token', {required: true});\n"))
+
+
 # ------------------------------------------------------------------ one-line citations
 
 
@@ -591,6 +620,20 @@ def test_changed_files_nearest_first_of_the_cited_kind_and_by_module_name() -> N
     assert changed.naming("pkg/core.py") == {"src/pkg/core.py": 2, "pkg/_core.py": 2,
                                              "lib/core.py": 1, "pkg/core/url.py": 1}
     assert changed.naming("lib/buildUrl.js") == {"lib/helpers/buildURL.js": 1}
+
+
+def test_built_output_is_searched_only_for_code_cited_in_built_output() -> None:
+    """``dist/``, ``build/``, ``node_modules/``, ``vendor/`` and bundles are what a build
+    writes or a package manager brings: not candidates for code cited in sources, not
+    even by module name; candidates for code cited in them."""
+    changed = ChangedFiles(["src/lib/utils.js", "dist/index.js", "dist/utils.js",
+                            "node_modules/x/utils.js", "vendor/github.com/y/utils.go",
+                            "web/app.min.js", "src/vendored.ts"])
+    assert changed.ordered("src/install.ts", []) == ["src/lib/utils.js", "src/vendored.ts"]
+    assert changed.naming("src/utils.js") == {"src/lib/utils.js": 1}
+    assert changed.ordered("dist/old.js", []) == [
+        "dist/index.js", "dist/utils.js", "node_modules/x/utils.js", "src/lib/utils.js",
+        "src/vendored.ts", "web/app.min.js"]
 
 
 def test_renamed_in_place_is_changed_even_when_a_twin_moved_elsewhere(

@@ -15,12 +15,17 @@ its file, and a definition found there edited is ``changed`` there, not ``missin
 Code never moves into a file of another kind: a Go function deleted from a ``.go``
 file is not "relocated" into the code example of a markdown guide. Only files of the
 cited file's language are searched (JavaScript and TypeScript count as one), or, for a
-file no grammar covers, files with its extension.
+file no grammar covers, files with its extension. Nor does it move into what a build
+writes or a package manager brings (``dist/``, ``build/``, ``node_modules/``,
+``vendor/``, minified bundles): a TypeScript action's ``src/`` is compiled into
+``dist/index.js`` at every release, where its lines read the same. Such files are
+searched only for code cited in such a file.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 
@@ -43,6 +48,13 @@ _SAME_PATH_SHARE = 0.1
 _PART_SHARE = 0.5
 _SUCCESSOR_LINES = 5
 _FAMILIES = {"typescript": "javascript", "tsx": "javascript"}
+#: Folders a build writes or a package manager fills, and bundled files: not where code
+#: moves (see the module's docstring).
+_BUILT = re.compile(r"(^|/)(dist|build|node_modules|vendor)/|\.(min|bundle)\.[cm]?js$")
+
+
+def _built(path: str) -> bool:
+    return _BUILT.search(path) is not None
 
 
 def _kind(path: str) -> str:
@@ -99,6 +111,7 @@ class ChangedFiles:
         self._by_kind: dict[str, list[str]] = {}
         self._by_stem: dict[str, list[str]] = {}
         self._by_folder: dict[str, list[str]] = {}
+        self._built = {path for path in changed if _built(path)}
         for path in sorted(changed):
             self._by_kind.setdefault(_kind(path), []).append(path)
             folders, stem = _module(path)
@@ -109,18 +122,21 @@ class ChangedFiles:
     def naming(self, cited: str) -> dict[str, int]:
         """Files of the cited file's kind that name its module (``_names_module``)."""
         _, stem = _module(cited)
+        skip = self._built if not _built(cited) else frozenset()
         found = {p: how for p in [*self._by_stem.get(stem, ()), *self._by_folder.get(stem, ())]
-                 if same_kind(cited, p) and (how := _names_module(cited, p))}
+                 if p not in skip and same_kind(cited, p) and (how := _names_module(cited, p))}
         found.pop(cited, None)
         return found
 
     def ordered(self, cited: str, first: Sequence[str]) -> list[str]:
         """The files to search, at most ``MAX_CANDIDATES``: ``first`` (the successors),
-        then the changed files of the cited file's kind, those in the cited file's
-        folder first, then in its parent folder's, and so on, by path."""
+        then the changed files of the cited file's kind (not built ones, unless the
+        cited file is one), those in the cited file's folder first, then in its parent
+        folder's, and so on, by path."""
         paths = self._by_kind.get(_kind(cited), [])
         out = list(first)
         seen = {cited, *first}
+        skip = self._built if not _built(cited) else frozenset()
         folders = cited.split("/")[:-1]
         for depth in range(len(folders), -1, -1):
             prefix = "/".join(folders[:depth]) + "/" if depth else ""
@@ -128,7 +144,7 @@ class ChangedFiles:
             while at < len(paths) and paths[at].startswith(prefix):
                 path = paths[at]
                 at += 1
-                if path not in seen:
+                if path not in seen and path not in skip:
                     seen.add(path)
                     out.append(path)
                     if len(out) >= MAX_CANDIDATES:
