@@ -10,7 +10,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["replaced_atomically", "write_atomically"]
+__all__ = ["nearest_existing", "replaced_atomically", "write_atomically"]
+
+
+def nearest_existing(path: Path) -> Path:
+    """The nearest of ``path``'s folders that exists: the one a write that creates
+    ``path`` (and the folders on its way) must be allowed into."""
+    where = path.parent
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    return where
 
 
 def write_atomically(path: Path, text: str, *, mode: int = 0o666,

@@ -652,6 +652,20 @@ class MemoryService:
         return pass_scope(self.source_for(validate_repo(repo)), ref, apply=apply,
                           branch=self.truth_ref)
 
+    def verify_or_view(self, ids: Iterable[str] | None = None, **options: Any
+                       ) -> tuple[VerificationReport, ReadOnlyStore | None]:
+        """``verify`` (same arguments), but a store that refuses the verdicts
+        (``ReadOnlyStore``) makes the pass a view: checked again with ``apply=False``,
+        which records nothing. The report, and the refusal for the caller to say
+        (verdicts that could not be recorded are not verdicts). A dry run that meets
+        one raises it."""
+        try:
+            return self.verify(ids, **options), None
+        except ReadOnlyStore as exc:
+            if options.get("apply") is False:
+                raise
+            return self.verify(ids, **{**options, "apply": False}), exc
+
     def verify(
         self,
         ids: Iterable[str] | None = None,
@@ -797,16 +811,10 @@ class MemoryService:
         candidates = [m for m in candidates if not m.poor]
         apply = False if dry_run else None
         view: str | None = None
-        try:
-            report = self.verify([m.id for m in candidates], ref=ref, apply=apply)
-        except ReadOnlyStore as exc:
-            if dry_run:
-                raise
-            # Verdicts the store cannot record are no verdicts: checked again as a view,
-            # which only decides what is shown here.
-            log.warning("%s; the memories were checked as a view", exc)
+        report, refused = self.verify_or_view([m.id for m in candidates], ref=ref, apply=apply)
+        if refused is not None:
+            log.warning("%s; the memories were checked as a view", refused)
             apply, view = False, "the memory store is read-only: no verdict is recorded"
-            report = self.verify([m.id for m in candidates], ref=ref, apply=apply)
         scope = report.scopes.get(repo) or self.scope(repo, ref=ref, apply=apply)
         revision = scope.revision
         if view is None and not scope.judges:

@@ -37,7 +37,7 @@ from verified_memory.cli.inputs import CitedFile, FileLines, memory_input, parse
 from verified_memory.cli.quality import COMMANDS as QUALITY_COMMANDS
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
-from verified_memory.errors import ReadOnlyStore, VerifiedMemoryError
+from verified_memory.errors import VerifiedMemoryError
 from verified_memory.models import Decision, Scope, Status, Stored, Verification
 
 if TYPE_CHECKING:
@@ -272,21 +272,12 @@ def verify(env: Env, ids: tuple[str, ...], repo: str | None, as_json: bool, ref:
         name = None if ids else env.repo(repo)
         if name is not None:
             say(f"vmem: {service.scope(name, ref=ref, apply=apply).why}")
-        refused: ReadOnlyStore | None = None
         with progress(env) as shown:
-            try:
-                report = service.verify(ids or None, repo=name, ref=ref, apply=apply,
-                                        include_invalid=include_invalid,
-                                        include_expired=include_expired, on_progress=shown)
-            except ReadOnlyStore as exc:
-                if dry_run:
-                    raise
-                # The verdicts could not be recorded, so there are none: the pass is
-                # shown as the view it is, then the command fails on the store.
-                refused = exc
-                report = service.verify(ids or None, repo=name, ref=ref, apply=False,
-                                        include_invalid=include_invalid,
-                                        include_expired=include_expired, on_progress=shown)
+            report, refused = service.verify_or_view(
+                ids or None, repo=name, ref=ref, apply=apply, include_invalid=include_invalid,
+                include_expired=include_expired, on_progress=shown)
+    # A store that refused the verdicts: the pass is shown as the view it is, then the
+    # command fails on the store.
     _show_verify(env, report, name, as_json, list_all, include_invalid)
     if refused is not None:
         raise refused

@@ -129,6 +129,12 @@ def _current(folder: Path) -> bool:
     return kept == _signature(folder) and (folder / INDEX_FILE).exists()
 
 
+def _catch_up(folder: Path) -> None:
+    """Rebuild the index if the files changed behind it (the caller holds the lock)."""
+    if not _current(folder):
+        _rebuild(folder)
+
+
 def _keep_signature(folder: Path) -> None:
     (folder / STATE_FILE).write_text(_signature(folder) + "\n", encoding="utf-8")
 
@@ -207,8 +213,7 @@ class GitStore(ClosingStore):
                 _fill(self.index, self.folder)
             return
         with _locked(self.folder):
-            if not _current(self.folder):
-                _rebuild(self.folder)
+            _catch_up(self.folder)
             self.index = SQLiteStore(self.folder / INDEX_FILE)
 
     # ------------------------------------------------------------------ files
@@ -228,8 +233,7 @@ class GitStore(ClosingStore):
             except OSError as exc:
                 raise ReadOnlyStore(f"the memory folder {self.folder} is read-only "
                                     f"({exc.strerror or exc}): nothing was written") from exc
-            if not _current(self.folder):
-                _rebuild(self.folder)
+            _catch_up(self.folder)
             (self.folder / STATE_FILE).unlink(missing_ok=True)
             self._wrote = True
             yield
@@ -366,8 +370,7 @@ class GitStore(ClosingStore):
         user may not write is read as it was found (its index cannot be rebuilt)."""
         if self._writable:
             with _locked(self.folder):
-                if not _current(self.folder):
-                    _rebuild(self.folder)
+                _catch_up(self.folder)
         return self.index
 
     def get(self, memory_id: str) -> Memory:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from verified_memory.atomic import write_atomically
+from verified_memory.atomic import nearest_existing, write_atomically
 from verified_memory.errors import ValidationError
 from verified_memory.prompt import prompt_file
 from verified_memory.setup.clients import CLIENTS, SERVER_NAME, Part, parts_for
@@ -103,9 +103,7 @@ def write(root: Path, changes: Sequence[Change]) -> list[Change]:
     a client is never left wired halfway."""
     for change in changes:
         path = root / change.path
-        where = path.parent
-        while not where.exists() and where != where.parent:
-            where = where.parent
+        where = nearest_existing(path)
         if change.changed and not os.access(where, os.W_OK):
             raise PermissionError(errno.EACCES, f"{os.strerror(errno.EACCES)} (this user may "
                                   f"not write {where}): nothing was written", str(path))

@@ -35,6 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from verified_memory.atomic import nearest_existing
 from verified_memory.sources.base import git_blob_sha
 
 __all__ = ["DiskBlobCache", "JsonCache", "atomic_write", "default_cache_dir"]
@@ -63,9 +64,7 @@ _REFUSED: set[Path] = set()
 def _not_cached(path: Path, exc: OSError) -> None:
     """A write of ``path`` failed: the read goes on uncached; said once for the nearest
     existing directory, the one that refused it."""
-    where = path.parent
-    while not where.exists() and where != where.parent:
-        where = where.parent
+    where = nearest_existing(path)
     if where not in _REFUSED:
         _REFUSED.add(where)
         log.warning("disk cache %s is not writable (%s); reading on without caching",
