@@ -4,18 +4,27 @@ by a person (``vmem promote``).
 
 A rule is a block between markers that carry the memory's id, under a section heading
 (``## Conventions from verified memory`` unless told otherwise), so that promoting again
-replaces the block in place and nothing else in the file is touched. The rule cites the
-lines the memory was verified at, with the commit, so a reader can check it as an agent
-would. Text is written with invisible characters shown (``prompt.sanitize``).
+replaces the block in place and nothing else in the file is touched: not its other
+lines, not their line ends (a CRLF file stays CRLF), not a link to it (the file it names
+is written). The rule cites the lines the memory was verified at, with the commit, so a
+reader can check it as an agent would. Text is written with invisible characters shown
+(``prompt.sanitize``), and a marker quoted in a fact cannot be read as one.
+
+A file people edited so that its markers no longer pair up (a start marker whose end
+was deleted) is refused, naming the line, rather than guessed at: replacing up to some
+later end marker would delete what lies between. The file is written whole or not at
+all (``atomic.py``).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from verified_memory.atomic import write_atomically
 from verified_memory.errors import ValidationError
 from verified_memory.models import CitationCheck, Memory, place
 from verified_memory.prompt import sanitize, sanitize_line
@@ -24,9 +33,20 @@ __all__ = ["DEFAULT_SECTION", "render_rule", "write_rule"]
 
 DEFAULT_SECTION = "Conventions from verified memory"
 
+#: A marker line: ``<!-- vmem:rule ID -->`` opens a rule, ``<!-- /vmem:rule ID -->``
+#: closes it.
+_MARKER = re.compile(r"<!-- (/?)vmem:rule (\S+) -->")
+#: Where a stored text would spell a marker: its ``<`` is written as ``&lt;`` (shown
+#: the same in markdown, never read as a marker).
+_SPELLED_MARKER = re.compile(r"<(?=!-- /?vmem:rule )")
+
 
 def _markers(memory_id: str) -> tuple[str, str]:
     return f"<!-- vmem:rule {memory_id} -->", f"<!-- /vmem:rule {memory_id} -->"
+
+
+def _quoted(text: str) -> str:
+    return _SPELLED_MARKER.sub("&lt;", sanitize(text).strip())
 
 
 def render_rule(memory: Memory, checks: Sequence[CitationCheck], revision: str) -> str:
@@ -34,9 +54,9 @@ def render_rule(memory: Memory, checks: Sequence[CitationCheck], revision: str) 
     start, end = _markers(memory.id)
     places = [c.location or c.citation.location for c in checks]
     cites = ", ".join(f"`{place(p.path, p.line_start, p.line_end)}`" for p in places)
-    lines = [start, f"### {sanitize_line(memory.subject)}", "", sanitize(memory.fact).strip()]
+    lines = [start, f"### {sanitize_line(memory.subject)}", "", _quoted(memory.fact)]
     if memory.reason:
-        lines += ["", f"Why: {sanitize(memory.reason).strip()}"]
+        lines += ["", f"Why: {_quoted(memory.reason)}"]
     lines += ["", f"Cites {cites} (verified at `{revision[:12]}`).", end]
     return "\n".join(lines)
 
@@ -45,28 +65,108 @@ def write_rule(path: str | os.PathLike[str], memory: Memory,
                checks: Sequence[CitationCheck], revision: str, *,
                section: str = DEFAULT_SECTION) -> str:
     """Write (or replace) the memory's rule in the file at ``path`` (created with the
-    section when missing); the file's new text. Refuses a path that is a directory."""
+    section when missing); the file's new text. Refuses, writing nothing, a path that
+    is a directory, a file that is not UTF-8 or whose markers do not pair up
+    (``ValidationError``), and a file this user may not write (``PermissionError``)."""
     target = Path(path)
+    if target.is_symlink():  # CLAUDE.md -> AGENTS.md: the rule goes into AGENTS.md
+        target = target.resolve()
     if target.is_dir():
         raise ValidationError(f"{target} is a directory: name the rules file to write into")
-    text = target.read_text(encoding="utf-8") if target.exists() else ""
-    block = render_rule(memory, checks, revision)
-    start, end = _markers(memory.id)
-    found = re.search(re.escape(start) + r".*?" + re.escape(end), text, flags=re.S)
-    if found:
-        text = text[:found.start()] + block + text[found.end():]
+    lines = _read_lines(target)
+    eol = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    blocks = _blocks(lines, target)
+    block = [line + eol for line in render_rule(memory, checks, revision).split("\n")]
+    if memory.id in blocks:
+        first, last = blocks[memory.id]
+        lines[first:last + 1] = block
     else:
-        heading = f"## {sanitize_line(section)}"
-        if heading not in text.splitlines():
-            text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + heading + "\n"
-        lines = text.splitlines()
-        at = lines.index(heading) + 1
-        # The end of the section: the next heading of the same or a higher level.
-        while at < len(lines) and not re.match(r"#{1,2} ", lines[at]):
-            at += 1
-        before = "\n".join(lines[:at]).rstrip("\n")
-        after = "\n".join(lines[at:])
-        text = before + "\n\n" + block + "\n" + ("\n" + after if after else "")
+        lines = _added(lines, block, blocks, f"## {sanitize_line(section)}", eol)
+    text = "".join(lines)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    # A rename replaces a file whatever its mode: a read-only one is refused here.
+    if target.exists() and not os.access(target, os.W_OK):
+        raise PermissionError(errno.EACCES, f"{os.strerror(errno.EACCES)}: nothing was "
+                              "written", str(target))
+    write_atomically(target, text, keep_mode=True)
     return text
+
+
+def _read_lines(target: Path) -> list[str]:
+    """The file's lines, each with its own line end (none when it does not exist)."""
+    try:
+        data = target.read_bytes()
+    except FileNotFoundError:
+        return []
+    try:
+        return data.decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{target} is not UTF-8 text ({exc.reason} at byte "
+                              f"{exc.start}): save it as UTF-8 to add rules to it; "
+                              "nothing was written") from None
+
+
+def _blocks(lines: Sequence[str], target: Path) -> dict[str, tuple[int, int]]:
+    """Memory id -> the first and last line of its rule block (markers included).
+    Markers that do not pair up are refused, naming the line."""
+    blocks: dict[str, tuple[int, int]] = {}
+    opened: tuple[str, int] | None = None
+    for at, line in enumerate(lines):
+        found = _MARKER.fullmatch(line.strip())
+        if found is None:
+            continue
+        closing, memory_id = found.group(1) == "/", found.group(2)
+        if opened is not None and (not closing or memory_id != opened[0]):
+            raise _unpaired(target, opened, f"before line {at + 1}")
+        if opened is None and closing:
+            raise ValidationError(
+                f"{target} line {at + 1}: the end of the rule of memory {memory_id} has no "
+                f"start above it ({_markers(memory_id)[0]}): restore it, or delete the "
+                "rule; nothing was written")
+        if closing:
+            assert opened is not None
+            blocks.setdefault(memory_id, (opened[1], at))
+            opened = None
+        else:
+            opened = (memory_id, at)
+    if opened is not None:
+        raise _unpaired(target, opened, "before the end of the file")
+    return blocks
+
+
+def _unpaired(target: Path, opened: tuple[str, int], where: str) -> ValidationError:
+    memory_id, at = opened
+    return ValidationError(
+        f"{target} line {at + 1}: the rule of memory {memory_id} starts here but has no end "
+        f"marker ({_markers(memory_id)[1]}) {where}: restore it, or delete the rule; "
+        "nothing was written")
+
+
+def _added(lines: list[str], block: list[str], blocks: dict[str, tuple[int, int]],
+           heading: str, eol: str) -> list[str]:
+    """``lines`` with ``block`` at the end of the section ``heading`` (added at the end
+    of the file when missing). Lines inside rule blocks are a rule's text, never the
+    section's heading or the next one (a fact may hold a ``## `` line)."""
+    inside = {at for first, last in blocks.values() for at in range(first, last + 1)}
+    outside = [at for at in range(len(lines)) if at not in inside]
+    found = [at for at in outside if lines[at].rstrip("\r\n") == heading]
+    if found:
+        at = found[0] + 1
+        # The end of the section: the next heading of the same or a higher level.
+        while at < len(lines) and (at in inside or not re.match(r"#{1,2} ", lines[at])):
+            at += 1
+        before, after = lines[:at], lines[at:]
+    else:
+        before, after = [*lines, eol if lines else ""], []
+        _trim(before)
+        before += [eol, heading + eol] if before else [heading + eol]
+    _trim(before)
+    return [*before, eol, *block, *([eol, *after] if after else [])]
+
+
+def _trim(lines: list[str]) -> None:
+    """Drop trailing blank lines, and end the last line with a line end."""
+    while lines and not lines[-1].strip("\r\n"):
+        lines.pop()
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += "\r\n" if any(line.endswith("\r\n") for line in lines) else "\n"
