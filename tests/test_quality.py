@@ -307,6 +307,19 @@ def test_promotion_needs_validation_and_a_rule_that_could_not_be_written_is_not_
     assert service.memories.get(m.id).promoted_to is None
 
 
+def test_promoting_a_memory_that_is_not_active_says_so(service: MemoryService) -> None:
+    # Before: "not validated (applied 3x, success rate 100%): promotion needs at least
+    # 3 applications with 90 % success", which the numbers it gave contradicted.
+    m = service.store(memory()).memory
+    service.memories.apply([Transition(m.id, add_applications=3, add_successes=3)])
+    service.invalidate(m.id, "the retry loop went away")
+    with pytest.raises(Conflict) as refused:
+        service.promote(m.id, "AGENTS.md")
+    assert str(refused.value) == (f"memory {m.id} is invalid; only an active memory can "
+                                  "be promoted")
+    assert service.memories.get(m.id).promoted_to is None
+
+
 def test_a_poor_performer_is_set_aside_from_context(service: MemoryService) -> None:
     good = service.store(memory()).memory
     poor = service.store(memory("Close", "close flushes the connection first.",

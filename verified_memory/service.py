@@ -998,6 +998,9 @@ class MemoryService:
         unless the memory is validated, in no conflict, and holds."""
         memory = self._memory(memory_id)
         memory_id = memory.id
+        if memory.status is not Status.ACTIVE:  # else "not validated", whatever its counts
+            raise Conflict(f"memory {memory_id} is {memory.status.value}; only an active "
+                           "memory can be promoted")
         if not memory.validated:
             raise Conflict(f"memory {memory_id} is not validated (applied "
                            f"{memory.applied_count}x, success rate "
