@@ -307,6 +307,29 @@ def test_promotion_needs_validation_and_a_rule_that_could_not_be_written_is_not_
     assert service.memories.get(m.id).promoted_to is None
 
 
+def test_a_rule_whose_promotion_could_not_be_recorded_is_taken_back_out(
+        service: MemoryService, repo: GitRepo, db: Path) -> None:
+    # Another agent invalidates the memory while it is promoted (between its check and
+    # the record). Before: the promotion was refused, and the rule stayed in the file.
+    from verified_memory.rules_file import write_rule
+
+    m = service.store(memory()).memory
+    service.memories.apply([Transition(m.id, add_applications=3, add_successes=3)])
+    rules = repo.path / "AGENTS.md"
+    rules.write_bytes(b"# Agents\r\n\r\nBe kind.\r\n")
+
+    def write(check: Any) -> Any:
+        write_rule(rules, check.memory, check.checks, check.revision)
+        with service_for(repo, db) as other:
+            other.invalidate(m.id, "the retry loop went away")
+        return lambda: rules.write_bytes(b"# Agents\r\n\r\nBe kind.\r\n")
+
+    with pytest.raises(Conflict, match="it is invalid"):
+        service.promote(m.id, "AGENTS.md", write=write)
+    assert rules.read_bytes() == b"# Agents\r\n\r\nBe kind.\r\n"
+    assert kinds(service, m.id)[-1] == "invalidated"  # and no "promoted"
+
+
 def test_promoting_a_memory_that_is_not_active_says_so(service: MemoryService) -> None:
     # Before: "not validated (applied 3x, success rate 100%): promotion needs at least
     # 3 applications with 90 % success", which the numbers it gave contradicted.

@@ -13,8 +13,8 @@ import pytest
 
 from tests.unprivileged import sandbox
 from verified_memory.errors import ValidationError
-from verified_memory.models import Memory
-from verified_memory.rules_file import write_rule
+from verified_memory.models import Decision, Memory, Verification
+from verified_memory.rules_file import promote_rule, write_rule
 
 REVISION = "c" * 40
 
@@ -113,10 +113,24 @@ def test_a_link_to_the_rules_file_stays_a_link(tmp_path: Path) -> None:
     assert start(memory(1)) in (tmp_path / "AGENTS.md").read_text()
 
 
+def test_a_promoted_rule_can_be_taken_back_out_to_the_byte(tmp_path: Path) -> None:
+    # What vmem promote does when the promotion cannot be recorded after the write.
+    rules, fresh = tmp_path / "AGENTS.md", tmp_path / "rules" / "NEW.md"
+    rules.write_bytes(b"# Agents\r\n\r\nBe kind.")  # CRLF, no final line end
+    check = Verification(memory=memory(1), checks=(), decision=Decision.REFRESH,
+                         revision=REVISION)
+    for path in (rules, fresh):
+        undo = promote_rule(path, check)
+        assert start(memory(1)) in path.read_text()
+        undo()
+    assert rules.read_bytes() == b"# Agents\r\n\r\nBe kind."
+    assert not fresh.exists()
+
+
 _WRITE_UNDER_LIMIT = """\
 import resource, signal, sys
-from verified_memory.models import Memory
-from verified_memory.rules_file import write_rule
+from verified_memory.models import Decision, Memory, Verification
+from verified_memory.rules_file import promote_rule, write_rule
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
 resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
 m = Memory(id="1" * 8 + "-0000-4000-8000-000000000000", repo="acme/net", subject="Rule",
@@ -143,8 +157,8 @@ def test_a_write_that_fails_half_way_leaves_the_file_as_it_was(tmp_path: Path) -
 
 _WRITE = """\
 import sys
-from verified_memory.models import Memory
-from verified_memory.rules_file import write_rule
+from verified_memory.models import Decision, Memory, Verification
+from verified_memory.rules_file import promote_rule, write_rule
 m = Memory(id="1" * 8 + "-0000-4000-8000-000000000000", repo="acme/net", subject="Rule",
            fact="fact", citations=())
 try:

@@ -21,15 +21,15 @@ from __future__ import annotations
 import errno
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from verified_memory.atomic import write_atomically
 from verified_memory.errors import ValidationError
-from verified_memory.models import CitationCheck, Memory, place
+from verified_memory.models import CitationCheck, Memory, Verification, place
 from verified_memory.prompt import sanitize, sanitize_line
 
-__all__ = ["DEFAULT_SECTION", "render_rule", "write_rule"]
+__all__ = ["DEFAULT_SECTION", "promote_rule", "render_rule", "write_rule"]
 
 DEFAULT_SECTION = "Conventions from verified memory"
 
@@ -68,9 +68,7 @@ def write_rule(path: str | os.PathLike[str], memory: Memory,
     section when missing); the file's new text. Refuses, writing nothing, a path that
     is a directory, a file that is not UTF-8 or whose markers do not pair up
     (``ValidationError``), and a file this user may not write (``PermissionError``)."""
-    target = Path(path)
-    if target.is_symlink():  # CLAUDE.md -> AGENTS.md: the rule goes into AGENTS.md
-        target = target.resolve()
+    target = _file(path)
     if target.is_dir():
         raise ValidationError(f"{target} is a directory: name the rules file to write into")
     lines = _read_lines(target)
@@ -90,6 +88,30 @@ def write_rule(path: str | os.PathLike[str], memory: Memory,
                               "written", str(target))
     write_atomically(target, text, keep_mode=True)
     return text
+
+
+def promote_rule(path: str | os.PathLike[str], check: Verification, *,
+                 section: str = DEFAULT_SECTION) -> Callable[[], None]:
+    """``MemoryService.promote``'s ``write``: the rule of the memory ``check`` verified,
+    written into the file at ``path`` (``write_rule``); returns what takes it back out
+    (the file as it was, or no file), for a promotion that then cannot be recorded."""
+    target = _file(path)
+    before = "".join(_read_lines(target)) if target.is_file() else None
+    write_rule(target, check.memory, check.checks, check.revision, section=section)
+
+    def undo() -> None:
+        if before is None:
+            target.unlink(missing_ok=True)
+        else:
+            write_atomically(target, before, keep_mode=True)
+
+    return undo
+
+
+def _file(path: str | os.PathLike[str]) -> Path:
+    """The file a rule is written into: a link's target (CLAUDE.md -> AGENTS.md: the
+    rule goes into AGENTS.md, and the link stays)."""
+    return Path(path).resolve() if Path(path).is_symlink() else Path(path)
 
 
 def _read_lines(target: Path) -> list[str]:

@@ -993,9 +993,12 @@ class MemoryService:
                 write: Callable[[Verification], object] | None = None) -> Verification:
         """Promote a validated memory into the rules file ``to`` (a person's decision):
         verify it (the rule cites the verified lines: ``Verification.checks``), let
-        ``write`` write the rule (``rules_file.write_rule``), then record the promotion,
-        so a rule that could not be written is not recorded. Refused (``Conflict``)
-        unless the memory is validated, in no conflict, and holds."""
+        ``write`` write the rule (``rules_file.promote_rule``), then record the promotion,
+        so a rule that could not be written is not recorded. When ``write`` returns a
+        callable, it takes the rule back out if the promotion then cannot be recorded
+        (another process retired the memory meanwhile, the store failed): the file never
+        holds a rule the store does not say was promoted. Refused (``Conflict``) unless
+        the memory is active, validated, in no conflict, and holds."""
         memory = self._memory(memory_id)
         memory_id = memory.id
         if memory.status is not Status.ACTIVE:  # else "not validated", whatever its counts
@@ -1013,11 +1016,15 @@ class MemoryService:
         if not check.passed:
             raise Conflict(f"memory {memory_id} does not hold now ({check.reason}): "
                            "a rule must cite code that still says it")
-        if write is not None:
-            write(check)
-        promoted = self._transition(check.memory, Transition(
-            memory_id, promoted_to=to,
-            events=(self._event(EventKind.PROMOTED, memory, to=to),)), "promote")
+        undo = write(check) if write is not None else None
+        try:
+            promoted = self._transition(check.memory, Transition(
+                memory_id, promoted_to=to,
+                events=(self._event(EventKind.PROMOTED, memory, to=to),)), "promote")
+        except Exception:
+            if callable(undo):
+                undo()
+            raise
         return replace(check, memory=promoted)
 
     # ------------------------------------------------------------------ audit and hygiene

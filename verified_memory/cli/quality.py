@@ -87,7 +87,7 @@ def promote(env: Env, memory_id: str | None, show_queue: bool, rules_file: Path 
     vmem promote --list
     vmem promote 3f2c... --to AGENTS.md
     """
-    from verified_memory.rules_file import write_rule
+    from verified_memory.rules_file import promote_rule
 
     env.out = Output(as_json)
     if show_queue or memory_id is None:
@@ -102,8 +102,8 @@ def promote(env: Env, memory_id: str | None, show_queue: bool, rules_file: Path 
         raise click.UsageError("name the rules file with --to FILE")
     target = rules_file if rules_file.is_absolute() else env.directory / rules_file
     with running(env) as service:
-        check = service.promote(memory_id, str(rules_file), write=lambda c: write_rule(
-            target, c.memory, c.checks, c.revision, section=section))
+        check = service.promote(memory_id, str(rules_file), write=lambda c: promote_rule(
+            target, c, section=section))
     if not as_json:
         say(f"vmem: {memory_id} was verified at {check.where}")
     env.out.done(check.memory, f"promoted {check.memory.id} into {rules_file}")
