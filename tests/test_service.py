@@ -402,6 +402,23 @@ def test_verify_refreshes_relocates_and_invalidates(service: MemoryService,
     assert [c.step for v in again.verifications for c in v.checks] == [1, 1, 1]
 
 
+def test_a_memory_named_twice_is_verified_once(service: MemoryService,
+                                               repo: GitRepo) -> None:
+    # Before: `vmem verify ID ID` (or a prefix and the whole id) judged it twice in one
+    # pass: two verdicts' events and counts, and the report said "0 invalidated" for a
+    # memory it had just invalidated (its second verdict found it invalid already).
+    timeout = service.store(memory_input(subject="Timeout", fact="30 seconds", citations=[
+        {"path": "src/config.py", "line_start": 2, "line_end": 2}])).memory
+    repo.write("src/config.py", CONFIG.replace("TIMEOUT = 30", "TIMEOUT = 60"))
+    repo.commit("bump timeout")
+    report = service.verify([timeout.id, timeout.id[:8], timeout.id])
+    assert [v.memory.id for v in report.verifications] == [timeout.id]
+    assert report.changed("invalidated") == 1
+    assert report.verifications[0].change == "invalidated"
+    assert kinds(service, timeout.id) == ["created", "verified_invalid", "invalidated"]
+    assert service.memories.get(timeout.id).verification_count == 1
+
+
 def test_verdict_events_count_unchanged_citations_and_describe_the_rest(
         service: MemoryService, repo: GitRepo) -> None:
     both = service.store(memory_input(citations=[

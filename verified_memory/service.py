@@ -710,6 +710,8 @@ class MemoryService:
                 memories = self.memories.get_many(asked)
             except NotFound:  # short ids among them
                 memories = [self._memory(memory_id) for memory_id in asked]
+            # Named twice (an id and a prefix of it): one memory, one verdict.
+            memories = list({m.id: m for m in memories}.values())
         elif repo is not None:
             name = validate_repo(repo)
             memories = self.memories.recent(name, limit=None)
