@@ -338,6 +338,24 @@ def test_refresh_invalidate_and_applied(service: MemoryService) -> None:
     assert service.get_recent(REPO) == []
 
 
+def test_a_reason_past_the_limit_is_refused_everywhere_one_is_given(
+        service: MemoryService) -> None:
+    # Before: invalidate and reject kept a reason of any length (a pasted log of
+    # 100,000 characters became the memory's invalid reason, shown by show, log and
+    # every context naming it); MCP and recite stopped at 2000.
+    memory = service.store(memory_input()).memory
+    long = "x" * 2001
+    for act in (lambda: service.invalidate(memory.id, long),
+                lambda: service.reject(memory.id, long),
+                lambda: service.recite(memory.id, [{"path": "src/config.py",
+                                                    "line_start": 2}], reason=long)):
+        with pytest.raises(ValidationError, match="2001 characters long; the limit is 2000"):
+            act()
+    assert service.memories.get(memory.id) == memory
+    assert kinds(service, memory.id) == ["created"]
+    assert service.invalidate(memory.id, "  " + "y" * 2000 + "  ").invalid_reason == "y" * 2000
+
+
 def test_supersede_chain_and_conflicts(service: MemoryService) -> None:
     old = service.store(memory_input())
     new = service.supersede(old.id, {"subject": "API version (corrected)",

@@ -62,6 +62,7 @@ from verified_memory.quality import (
     safe_filtered,
 )
 from verified_memory.sources.base import CodeSource, SourceFactory, SourcesByRepo, no_file
+from verified_memory.store._rows import REASON_MAX
 from verified_memory.store.base import (
     MemoryStore,
     add_unless_duplicate,
@@ -423,12 +424,11 @@ class MemoryService:
 
     def invalidate(self, memory_id: str, reason: str) -> Memory:
         """Retire an active memory whose code no longer supports it."""
-        if not isinstance(reason, str) or not reason.strip():
-            raise ValidationError("an invalidation needs a reason")
+        why = _reason(reason, needed="an invalidation needs a reason")
         memory = self._memory(memory_id)
         return self._transition(memory, Transition(
-            memory.id, status=Status.INVALID, invalid_reason=reason.strip(),
-            events=(self._event(EventKind.INVALIDATED, memory, reason=reason.strip()),)),
+            memory.id, status=Status.INVALID, invalid_reason=why,
+            events=(self._event(EventKind.INVALIDATED, memory, reason=why),)),
             "invalidate")
 
     def log_applied(self, memory_id: str, **detail: Any) -> Memory:
@@ -856,8 +856,7 @@ class MemoryService:
         if memory.status not in (Status.ACTIVE, Status.INVALID):
             raise Conflict(f"memory {memory_id} is {memory.status.value}; only an active or "
                            "invalid memory can be re-cited")
-        if reason is not None and (not isinstance(reason, str) or len(reason) > 2000):
-            raise ValidationError("reason must be a string of at most 2000 characters")
+        reason = _reason(reason)
         new = NewMemory.parse({"repo": memory.repo, "subject": memory.subject,
                                "fact": memory.fact, "citations": list(citations)})
         scope = self.scope(memory.repo, ref=ref)
@@ -866,7 +865,7 @@ class MemoryService:
         detail = {"ref": scope.ref, "revision": scope.revision,
                   "old": [str(c.location) for c in memory.citations],
                   "new": [str(c.location) for c in built.citations],
-                  "reason": (reason or "").strip() or None}
+                  "reason": reason}
         events = [self._event(EventKind.RECITED, memory, None, now, **detail)]
         if memory.status is Status.INVALID:
             events.append(self._event(EventKind.REVIVED, memory, None, now, by="recite",
@@ -959,14 +958,13 @@ class MemoryService:
     def reject(self, memory_id: str, reason: str, *, by: str | None = None) -> Memory:
         """Retire a pending memory (it becomes invalid, the reason kept). ``by``
         (default: the caller) is the ``rejected`` event's actor."""
-        if not isinstance(reason, str) or not reason.strip():
-            raise ValidationError("a rejection needs a reason")
+        said = _reason(reason, needed="a rejection needs a reason")
         memory = self._memory(memory_id)
         reviewer = by or self.current_actor
         self._check_reviewer(memory, reviewer, "reject")
-        why = f"rejected by {reviewer}: {reason.strip()}"
+        why = f"rejected by {reviewer}: {said}"
         rejected = replace(self._event(EventKind.REJECTED, memory, by=reviewer,
-                                       reason=reason.strip()), actor=reviewer)
+                                       reason=said), actor=reviewer)
         return self._transition(memory, Transition(
             memory.id, expect=Status.PENDING, status=Status.INVALID, invalid_reason=why,
             events=(rejected,)), "reject")
@@ -1093,6 +1091,24 @@ class MemoryService:
         """Where the store is, its schema version, size and counts (``vmem where``)."""
         self.telemetry.flush_for_reading()
         return self.memories.info()
+
+
+def _reason(reason: object, *, needed: str | None = None) -> str | None:
+    """A reason given for a change, as kept: stripped, at most ``REASON_MAX`` characters
+    (what MCP takes, and a tombstone keeps; a longer one would also make the store's
+    export refused on import). ``needed``: the message when one is required; else a
+    blank one is None."""
+    if reason is not None and not isinstance(reason, str):
+        raise ValidationError(f"a reason must be text, got {type(reason).__name__}")
+    said = (reason or "").strip()
+    if not said:
+        if needed is not None:
+            raise ValidationError(needed)
+        return None
+    if len(said) > REASON_MAX:
+        raise ValidationError(f"the reason is {len(said)} characters long; the limit is "
+                              f"{REASON_MAX}")
+    return said
 
 
 def _percent(rate: float | None) -> str:
