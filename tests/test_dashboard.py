@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
@@ -492,10 +493,30 @@ def test_mistakes_are_one_line(db: str, capsys: pytest.CaptureFixture[str],
     assert "Traceback" not in err
 
 
-def test_the_command_serves_until_interrupted(db: str, tmp_path: Path) -> None:
+@contextmanager
+def sigint(disposition: Any) -> Iterator[None]:
+    """SIGINT handled so in this process for the block: children started in it inherit
+    an ignored SIGINT (``SIG_IGN``); a handler becomes the default action in them."""
+    was = signal.signal(signal.SIGINT, disposition)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, was)
+
+
+@pytest.mark.parametrize("started", [
+    # From a terminal: SIGINT's default action, which Python turns into KeyboardInterrupt.
+    signal.default_int_handler,
+    # As a background job of a script (a shell without job control, a CI step, a test run
+    # started so): SIGINT ignored, inherited, and Python leaves an ignored SIGINT ignored.
+    signal.SIG_IGN,
+], ids=["from a terminal", "as a background job"])
+def test_the_command_serves_until_interrupted(db: str, tmp_path: Path, started: Any) -> None:
     env = dict(os.environ, VMEM_DATABASE_URL=db)
-    proc = subprocess.Popen([sys.executable, "-m", "verified_memory", "dashboard", "--port", "0"],
-                            stderr=subprocess.PIPE, text=True, env=env)
+    with sigint(started):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "verified_memory", "dashboard", "--port", "0"],
+            stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()
@@ -509,7 +530,12 @@ def test_the_command_serves_until_interrupted(db: str, tmp_path: Path) -> None:
         conn.close()
     finally:
         proc.send_signal(signal.SIGINT)
-        _, rest = proc.communicate(timeout=30)
+        try:
+            _, rest = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # never a server left running after the test
+            proc.communicate()
+            raise
     assert proc.returncode == 0
     assert "dashboard stopped" in rest
 
