@@ -118,6 +118,18 @@ def test_statuses_quality_and_the_four_lists(service: MemoryService) -> None:
     assert {m.key: m.total for m in later.lists}["expiring"] == 0
 
 
+def test_every_number_is_of_the_window_and_not_after_it(service: MemoryService) -> None:
+    """A window that ends before the newest events (``now`` a day back; or events a
+    writer with a clock ahead dated tomorrow): the funnel and the files count the days
+    the chart does, not the days after it too."""
+    api = collect(service.read_view, days=7, now=NOW - timedelta(days=1)).repos[0]
+    # Yesterday's events of the fixture are in, today's not.
+    assert (api.total.verified_valid, api.total.verified_invalid) == (3, 1)
+    assert api.funnel.to_dict() == {"retrieved": 5, "verified_valid": 3, "verified_invalid": 1,
+                                    "applied": 2, "successes": 1, "failures": 1}
+    assert [(f.path, f.breaks) for f in api.files] == [("src/a.py", 1), ("src/c/d.py", 1)]
+
+
 def test_repositories_asked_for_and_their_order(service: MemoryService) -> None:
     assert [r.repo for r in week(service).repos] == [REPO, OTHER]
     (web,) = week(service, repos=[OTHER]).repos

@@ -64,9 +64,14 @@ def test_sqlite_and_postgres_agree_on_every_view_and_the_dashboard(
             ours = collect(sqlite_filled.read_view, days=days, now=NOW, list_limit=50)
             theirs = collect(postgres.read_view, days=days, now=NOW, list_limit=50)
             assert theirs.to_dict() == ours.to_dict(), days
+    # A window that ends before the newest events: bounded on both sides, over REST too.
+    back = NOW - timedelta(days=1)
+    ours = collect(sqlite_filled.read_view, days=7, now=back).to_dict()
     with supabase_store(tmp_path) as supabase:  # the same SQL, through PostgREST
         fill(supabase)
         assert every_view(supabase) == expected
+        assert {**collect(supabase.read_view, days=7, now=back).to_dict(),
+                "store": ours["store"]} == ours
 
 
 def test_sqlite_running_counts_are_what_its_events_say(sqlite_filled: SQLiteStore) -> None:
