@@ -35,6 +35,7 @@ from verified_memory.dashboard.detail import audit_trail, memory_detail, memory_
 from verified_memory.dashboard.page import anchor, describe, render_detail_page
 from verified_memory.dashboard.server import DashboardServer, Pages, start
 from verified_memory.errors import NotFound, ValidationError, VerifiedMemoryError
+from verified_memory.gitstore.store import GitStore
 from verified_memory.models import EventKind, Memory, TelemetryEvent, utcnow
 from verified_memory.store.base import MemoryStore
 from verified_memory.store.sqlite import SQLiteStore
@@ -343,6 +344,16 @@ def test_an_empty_store_says_how_to_begin(tmp_path: Path) -> None:
         html = render_page(dashboard, details)
     assert dashboard.repos == ()
     assert "No memories in this store yet" in html
+
+
+def test_the_page_names_the_store_it_reads(tmp_path: Path) -> None:
+    """The git folder store by its folder, as the others by their file or URL (not an
+    object's address)."""
+    folder = tmp_path / ".memory"
+    with GitStore(folder, session="test") as store:
+        dashboard, _ = build(MemoryService(store), now=NOW)
+    assert dashboard.where == f"GitStore({str(folder)!r})"
+    assert f"GitStore(&#x27;{folder}&#x27;)" in render_page(dashboard, [])
 
 
 def test_a_memory_page_of_its_own(service: MemoryService) -> None:
