@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
@@ -34,6 +35,7 @@ from verified_memory.dashboard.detail import audit_trail, memory_detail, memory_
 from verified_memory.dashboard.page import anchor, describe, render_detail_page
 from verified_memory.dashboard.server import DashboardServer, Pages, start
 from verified_memory.errors import NotFound, ValidationError, VerifiedMemoryError
+from verified_memory.gitstore.store import GitStore
 from verified_memory.models import EventKind, Memory, TelemetryEvent, utcnow
 from verified_memory.store.base import MemoryStore
 from verified_memory.store.sqlite import SQLiteStore
@@ -115,6 +117,18 @@ def test_statuses_quality_and_the_four_lists(service: MemoryService) -> None:
     assert {m.key: m.total for m in sooner.lists}["expiring"] == 2
     later = week(service, expire_days=60).repos[0]
     assert {m.key: m.total for m in later.lists}["expiring"] == 0
+
+
+def test_every_number_is_of_the_window_and_not_after_it(service: MemoryService) -> None:
+    """A window that ends before the newest events (``now`` a day back; or events a
+    writer with a clock ahead dated tomorrow): the funnel and the files count the days
+    the chart does, not the days after it too."""
+    api = collect(service.read_view, days=7, now=NOW - timedelta(days=1)).repos[0]
+    # Yesterday's events of the fixture are in, today's not.
+    assert (api.total.verified_valid, api.total.verified_invalid) == (3, 1)
+    assert api.funnel.to_dict() == {"retrieved": 5, "verified_valid": 3, "verified_invalid": 1,
+                                    "applied": 2, "successes": 1, "failures": 1}
+    assert [(f.path, f.breaks) for f in api.files] == [("src/a.py", 1), ("src/c/d.py", 1)]
 
 
 def test_repositories_asked_for_and_their_order(service: MemoryService) -> None:
@@ -332,6 +346,16 @@ def test_an_empty_store_says_how_to_begin(tmp_path: Path) -> None:
     assert "No memories in this store yet" in html
 
 
+def test_the_page_names_the_store_it_reads(tmp_path: Path) -> None:
+    """The git folder store by its folder, as the others by their file or URL (not an
+    object's address)."""
+    folder = tmp_path / ".memory"
+    with GitStore(folder, session="test") as store:
+        dashboard, _ = build(MemoryService(store), now=NOW)
+    assert dashboard.where == f"GitStore({str(folder)!r})"
+    assert f"GitStore(&#x27;{folder}&#x27;)" in render_page(dashboard, [])
+
+
 def test_a_memory_page_of_its_own(service: MemoryService) -> None:
     html = render_detail_page(memory_detail(service, "m-valid"))
     page = Page(html)
@@ -492,10 +516,30 @@ def test_mistakes_are_one_line(db: str, capsys: pytest.CaptureFixture[str],
     assert "Traceback" not in err
 
 
-def test_the_command_serves_until_interrupted(db: str, tmp_path: Path) -> None:
+@contextmanager
+def sigint(disposition: Any) -> Iterator[None]:
+    """SIGINT handled so in this process for the block: children started in it inherit
+    an ignored SIGINT (``SIG_IGN``); a handler becomes the default action in them."""
+    was = signal.signal(signal.SIGINT, disposition)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, was)
+
+
+@pytest.mark.parametrize("started", [
+    # From a terminal: SIGINT's default action, which Python turns into KeyboardInterrupt.
+    signal.default_int_handler,
+    # As a background job of a script (a shell without job control, a CI step, a test run
+    # started so): SIGINT ignored, inherited, and Python leaves an ignored SIGINT ignored.
+    signal.SIG_IGN,
+], ids=["from a terminal", "as a background job"])
+def test_the_command_serves_until_interrupted(db: str, tmp_path: Path, started: Any) -> None:
     env = dict(os.environ, VMEM_DATABASE_URL=db)
-    proc = subprocess.Popen([sys.executable, "-m", "verified_memory", "dashboard", "--port", "0"],
-                            stderr=subprocess.PIPE, text=True, env=env)
+    with sigint(started):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "verified_memory", "dashboard", "--port", "0"],
+            stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()
@@ -509,7 +553,12 @@ def test_the_command_serves_until_interrupted(db: str, tmp_path: Path) -> None:
         conn.close()
     finally:
         proc.send_signal(signal.SIGINT)
-        _, rest = proc.communicate(timeout=30)
+        try:
+            _, rest = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # never a server left running after the test
+            proc.communicate()
+            raise
     assert proc.returncode == 0
     assert "dashboard stopped" in rest
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +64,14 @@ def test_sqlite_and_postgres_agree_on_every_view_and_the_dashboard(
             ours = collect(sqlite_filled.read_view, days=days, now=NOW, list_limit=50)
             theirs = collect(postgres.read_view, days=days, now=NOW, list_limit=50)
             assert theirs.to_dict() == ours.to_dict(), days
+    # A window that ends before the newest events: bounded on both sides, over REST too.
+    back = NOW - timedelta(days=1)
+    ours = collect(sqlite_filled.read_view, days=7, now=back).to_dict()
     with supabase_store(tmp_path) as supabase:  # the same SQL, through PostgREST
         fill(supabase)
         assert every_view(supabase) == expected
+        assert {**collect(supabase.read_view, days=7, now=back).to_dict(),
+                "store": ours["store"]} == ours
 
 
 def test_sqlite_running_counts_are_what_its_events_say(sqlite_filled: SQLiteStore) -> None:
@@ -151,3 +157,25 @@ def recount(path: str) -> tuple[list[Any], list[Any]]:
                         breaks[key] = breaks.get(key, 0) + 1
     return ([(*k, *v) for k, v in sorted(events.items())],
             [(*k, v) for k, v in sorted(breaks.items())])
+
+
+@pytest.mark.postgres
+def test_archived_telemetry_leaves_the_views_on_every_store(
+    sqlite_filled: SQLiteStore, tmp_path: Path
+) -> None:
+    """The views count the live telemetry (README: Dashboard); ``vmem db compact`` moves
+    the older events into the archive, and every store's views stop counting them. SQLite
+    kept them in its running counts, so after a compaction its dashboard (and the git
+    folder store's, read from a SQLite index) counted verdicts Postgres' did not."""
+    cut = NOW - timedelta(days=4, hours=3)  # in the middle of a day: it keeps its later events
+    sqlite_filled.archive_events(cut)
+    assert rollups(sqlite_filled.path) == recount(sqlite_filled.path)
+    expected = every_view(sqlite_filled)
+    with postgres_store(tmp_path) as postgres:
+        fill(postgres)
+        assert postgres.archive_events(cut) > 0
+        assert every_view(postgres) == expected
+        for days in (7, 30):
+            ours = collect(sqlite_filled.read_view, days=days, now=NOW, list_limit=50)
+            theirs = collect(postgres.read_view, days=days, now=NOW, list_limit=50)
+            assert theirs.to_dict() == ours.to_dict(), days

@@ -7,7 +7,8 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from tests.gitrepo import GitRepo
 from verified_memory import EventKind, MemoryService, StoreError
 from verified_memory.models import TelemetryEvent
 from verified_memory.sources.local_git import LocalGitSource
+from verified_memory.store.base import MemoryStore
+from verified_memory.store.postgres import PostgresStore
 from verified_memory.store.sqlite import SQLiteStore
 from verified_memory.telemetry import TelemetryBuffer
 
@@ -236,3 +239,69 @@ def test_reads_that_count_telemetry_answer_while_the_store_is_locked(
             blocker.execute("ROLLBACK")
             blocker.close()
         assert service.stats(REPO).events[EventKind.RETRIEVED.value] == 3
+
+
+@contextmanager
+def sqlite_locked(db: Path) -> Iterator[None]:
+    """Another process holds the SQLite write lock."""
+    blocker = sqlite3.connect(db, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        yield
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+
+
+@contextmanager
+def postgres_telemetry_locked(url: str) -> Iterator[None]:
+    """Another session holds a lock that keeps rows out of the telemetry table (a
+    long compaction, a backup's exclusive lock)."""
+    import psycopg
+
+    with psycopg.connect(url) as blocker:
+        blocker.execute("lock table agent_memory_telemetry in share mode")
+        yield
+        blocker.rollback()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def lockable(request: pytest.FixtureRequest, tmp_path: Path
+             ) -> tuple[Callable[[], MemoryStore], Callable[[], AbstractContextManager[None]]]:
+    """A store that gives up on a lock in a fraction of a second, and a way to lock it."""
+    if request.param == "sqlite":
+        db = tmp_path / "m.db"
+        return lambda: SQLiteStore(db, timeout=0.1), lambda: sqlite_locked(db)
+    url = request.getfixturevalue("pg_url")
+    quick = f"{url}?options=-c%20lock_timeout%3D100"
+    return lambda: PostgresStore(quick), lambda: postgres_telemetry_locked(url)
+
+
+def test_a_pass_that_failed_to_record_is_counted_once_when_run_again(
+        tmp_path: Path, lockable: tuple[Callable[[], MemoryStore],
+                                        Callable[[], AbstractContextManager[None]]]) -> None:
+    """A verdict pass whose events the store refused (locked) raised; it must leave none
+    of its events queued, or the next write records them beside the retried pass's and
+    every figure counts that pass twice."""
+    open_store, locked = lockable
+    repo = GitRepo.project(tmp_path / "app", {"app.py": "LIMIT = 3\n", "net.py": "RETRIES = 2\n"},
+                           origin="https://github.com/acme/app.git")
+    with MemoryService(open_store(), LocalGitSource(repo.path)) as service:
+        holds, broken = (service.store({
+            "repo": "acme/app", "subject": subject, "fact": subject + ".",
+            "citations": [{"path": path, "line_start": 1}]}).id
+            for subject, path in (("The limit is three", "app.py"),
+                                  ("Two retries", "net.py")))
+        repo.write("net.py", "RETRIES = 5\n")
+        repo.commit("more retries")
+        service.verify([broken])  # invalid now: the next pass only looks at it (checked)
+        with locked(), pytest.raises(StoreError):
+            service.verify([holds, broken])
+        report = service.verify([holds, broken])
+        assert [v.decision.value for v in report.verifications] == ["refresh", "invalidate"]
+        events = service.stats("acme/app").events
+    with MemoryService(open_store()) as reopened:
+        assert reopened.stats("acme/app").events == events
+    assert events[EventKind.CHECKED.value] == 1
+    assert events[EventKind.VERIFIED_VALID.value] == 1
+    assert events[EventKind.VERIFIED_INVALID.value] == 1

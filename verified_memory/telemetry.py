@@ -63,6 +63,9 @@ class TelemetryBuffer:
         #: the store refused the last batch and it was given up (``give_up``): ``close``
         #: does not wait on the store again, until a flush gets through
         self._refused = False
+        #: how many ``also`` events the last flush failed to write (not kept; ``give_up``
+        #: counts them among the lost)
+        self._not_kept = 0
         _LIVE.add(self)
 
     def __len__(self) -> int:
@@ -85,9 +88,13 @@ class TelemetryBuffer:
 
     def flush(self, also: Sequence[TelemetryEvent] = ()) -> None:
         """Write every queued event now, and ``also`` after them, in one batch. On a
-        store error the events are kept (for the next flush) and the error is raised."""
+        store error the queued events are kept (for the next flush) and the error is
+        raised. ``also`` is not kept: its caller is told (a pass that failed, whose run
+        again records its own; kept, they would count that pass twice)."""
         with self._lock:
-            batch, self._pending = [*self._pending, *also], []
+            queued, self._pending = self._pending, []
+            batch = [*queued, *also]
+            self._not_kept = 0
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
@@ -98,7 +105,8 @@ class TelemetryBuffer:
             self._refused = False
         except BaseException:
             with self._lock:
-                self._pending[:0] = batch
+                self._pending[:0] = queued
+                self._not_kept = len(also)
                 dropped = len(self._pending) - MAX_KEPT
                 if dropped > 0:
                     del self._pending[:dropped]
@@ -144,7 +152,7 @@ class TelemetryBuffer:
         past its timeout) where the events only record what was seen (a view's
         ``checked`` and ``retrieved``): drop them with a warning rather than fail the
         answer, and let ``close`` not wait on the store again. Returns how many."""
-        lost = self.discard()
+        lost = self.discard() + self._not_kept
         self._refused = True
         log.warning("telemetry: %d event%s not recorded: %s", lost,
                     "" if lost == 1 else "s", exc)

@@ -3,6 +3,7 @@ or its numbers as JSON (``--json``). It reads the store only: no code, no teleme
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -78,6 +79,10 @@ def _serve(service: MemoryService, port: int, repos: list[str] | None, days: int
     from verified_memory.dashboard.server import start
 
     server = start(port, pages(service, repos=repos, days=days, list_limit=limit))
+    # SIGINT stops it however it was started: a script's background job inherits SIGINT
+    # ignored, and Python leaves it so (no KeyboardInterrupt): `kill -INT` would not stop
+    # it, nor would a test's, whose run then waited out its limit.
+    was = signal.signal(signal.SIGINT, signal.default_int_handler)
     say(f"vmem: serving the dashboard on {server.url} (Ctrl-C stops it)")
     try:
         server.serve_forever()
@@ -85,6 +90,8 @@ def _serve(service: MemoryService, port: int, repos: list[str] | None, days: int
         say("vmem: dashboard stopped")
     finally:
         server.server_close()
+        if was is not None:  # None: a handler not set from Python, not ours to restore
+            signal.signal(signal.SIGINT, was)
 
 
 def _write(path: Path, text: str) -> None:

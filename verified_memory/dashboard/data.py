@@ -228,8 +228,11 @@ def collect(read: ReadView, *, repos: Sequence[str] | None = None, days: int = 9
     quality = {r["repo"]: r for r in rows("agent_memory_quality")}
     attention = {r["repo"]: r for r in rows("agent_memory_attention")}
     chosen = sorted(quality) if repos is None else list(dict.fromkeys(repos))
-    events = _by_repo(rows("agent_memory_events_daily", ("day", ">=", since)))
-    breaks = _by_repo(rows("agent_memory_breaks_daily", ("day", ">=", since)))
+    # The days the charts show, no later ones (a writer's clock ahead, a ``now`` passed):
+    # the funnel and the files count what the chart counts.
+    window = (("day", ">=", since), ("day", "<=", until))
+    events = _by_repo(rows("agent_memory_events_daily", *window))
+    breaks = _by_repo(rows("agent_memory_breaks_daily", *window))
     # Expiring soon: last used on or before this day (day granularity, as the view).
     due = until - timedelta(days=expire_days - SOON_DAYS)
     expiring = _by_repo(rows("agent_memory_last_use_daily", ("day", "<=", due))

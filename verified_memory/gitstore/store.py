@@ -216,6 +216,9 @@ class GitStore(ClosingStore):
             _catch_up(self.folder)
             self.index = SQLiteStore(self.folder / INDEX_FILE)
 
+    def __repr__(self) -> str:  # what the dashboard says it reads, as the other stores
+        return f"GitStore({str(self.folder)!r})"
+
     # ------------------------------------------------------------------ files
 
     @contextmanager

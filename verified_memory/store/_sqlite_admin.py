@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from verified_memory.store._rows import (
     tombstone_from_values,
     tombstone_values,
 )
+from verified_memory.store.sqlite_views import count_breaks, count_events
 
 __all__ = [
     "CHANGES",
@@ -276,13 +277,24 @@ def forget(conn: sqlite3.Connection, ids: Sequence[str] | None, repo: str | None
 def archive_events(conn: sqlite3.Connection, before: datetime, now: datetime) -> int:
     """Inside the write transaction: copy the events older than ``before`` into the
     archive, then delete them (the append-only trigger lets an event go once its copy
-    is in the archive)."""
+    is in the archive). The dashboard's running counts follow the live events, as
+    Postgres' views do (``sqlite_views.py``): the days archived from are counted again
+    from what is left of them (the day of the cut keeps its later events)."""
     cutoff = time_to_text(before)
     conn.execute(
         f"INSERT INTO agent_memory_telemetry_archive ({_EVENTS}, archived_at) "
         f"SELECT {_EVENTS}, ? FROM agent_memory_telemetry WHERE at < ?",
         (time_to_text(now), cutoff))
-    return conn.execute("DELETE FROM agent_memory_telemetry WHERE at < ?", (cutoff,)).rowcount
+    archived = conn.execute("DELETE FROM agent_memory_telemetry WHERE at < ?",
+                            (cutoff,)).rowcount
+    if archived:
+        day = cutoff[:10]
+        after = (date.fromisoformat(day) + timedelta(days=1)).isoformat()
+        for table, count in (("agent_memory_events_rollup", count_events),
+                             ("agent_memory_breaks_rollup", count_breaks)):
+            conn.execute(f"DELETE FROM {table} WHERE day <= ?", (day,))
+            conn.execute(count("t.at < ?"), (after,))
+    return archived
 
 
 assert CITATION_COLUMNS[0] == "memory_id"

@@ -11,7 +11,9 @@ per file and day): one small B-tree write per event, and the views read thousand
 rows instead of millions. Three indexes on ``agent_memory`` serve the counts and the
 lists of memories the same way. SQLite has one writer at a time, so these counter rows are
 never contended (on Postgres they would serialise every writer, which is why Postgres
-computes the same views from the events directly).
+computes the same views from the events directly). An event leaves the table only into
+the archive (``vmem db compact``), which counts the days it archived from again: the views
+count the live events, as Postgres' do.
 
 A trigger must never fail the write that fires it: ``detail`` is always a JSON object
 (the store validates it), and anything in it that is not what a verification writes is
@@ -20,7 +22,7 @@ skipped, not an error.
 
 from __future__ import annotations
 
-__all__ = ["DASHBOARD_MIGRATION"]
+__all__ = ["DASHBOARD_MIGRATION", "count_breaks", "count_events"]
 
 # A day is the first ten characters of a stored time: times are fixed-width UTC text.
 _DAY = "substr({}, 1, 10)"
@@ -38,6 +40,34 @@ _BROKEN_PATH = """
              THEN json_extract(o.value, '$.path') END
     END"""
 
+
+def count_events(where: str) -> str:
+    """The rows of ``agent_memory_events_rollup`` for the events ``where`` keeps (a
+    condition on ``t``), counted from the events themselves: migration 7 fills the table
+    so, and compaction counts again the days it archived events from."""
+    return f"""
+    INSERT INTO agent_memory_events_rollup (repo, day, kind, events, successes, failures)
+    SELECT t.repo, {_DAY.format("t.at")}, t.kind, count(*),
+           sum({_SUCCESS.format(kind="t.kind", detail="t.detail", outcome="success")}),
+           sum({_SUCCESS.format(kind="t.kind", detail="t.detail", outcome="failure")})
+    FROM agent_memory_telemetry AS t
+    WHERE {where}
+    GROUP BY t.repo, {_DAY.format("t.at")}, t.kind
+    """
+
+
+def count_breaks(where: str) -> str:
+    """``count_events`` of ``agent_memory_breaks_rollup``."""
+    return f"""
+    INSERT INTO agent_memory_breaks_rollup (repo, day, path, breaks)
+    SELECT t.repo, {_DAY.format("t.at")}, {_BROKEN_PATH} AS broken_file, count(*)
+    FROM agent_memory_telemetry AS t, json_each(t.detail, '$.outcomes') AS o
+    WHERE t.kind = 'verified_invalid' AND json_type(t.detail, '$.outcomes') = 'array'
+      AND broken_file IS NOT NULL AND ({where})
+    GROUP BY t.repo, {_DAY.format("t.at")}, broken_file
+    """
+
+
 DASHBOARD_MIGRATION: tuple[str, ...] = (
     """
     CREATE TABLE agent_memory_events_rollup (
@@ -50,14 +80,7 @@ DASHBOARD_MIGRATION: tuple[str, ...] = (
         PRIMARY KEY (repo, day, kind)
     ) WITHOUT ROWID
     """,
-    f"""
-    INSERT INTO agent_memory_events_rollup (repo, day, kind, events, successes, failures)
-    SELECT repo, {_DAY.format("at")}, kind, count(*),
-           sum({_SUCCESS.format(kind="kind", detail="detail", outcome="success")}),
-           sum({_SUCCESS.format(kind="kind", detail="detail", outcome="failure")})
-    FROM agent_memory_telemetry
-    GROUP BY repo, {_DAY.format("at")}, kind
-    """,
+    count_events("1"),
     f"""
     CREATE TRIGGER agent_memory_events_rollup AFTER INSERT ON agent_memory_telemetry BEGIN
         INSERT INTO agent_memory_events_rollup (repo, day, kind, events, successes, failures)
@@ -79,14 +102,7 @@ DASHBOARD_MIGRATION: tuple[str, ...] = (
         PRIMARY KEY (repo, day, path)
     ) WITHOUT ROWID
     """,
-    f"""
-    INSERT INTO agent_memory_breaks_rollup (repo, day, path, breaks)
-    SELECT t.repo, {_DAY.format("t.at")}, {_BROKEN_PATH} AS broken_file, count(*)
-    FROM agent_memory_telemetry AS t, json_each(t.detail, '$.outcomes') AS o
-    WHERE t.kind = 'verified_invalid' AND json_type(t.detail, '$.outcomes') = 'array'
-      AND broken_file IS NOT NULL
-    GROUP BY t.repo, {_DAY.format("t.at")}, broken_file
-    """,
+    count_breaks("1"),
     f"""
     CREATE TRIGGER agent_memory_breaks_rollup AFTER INSERT ON agent_memory_telemetry
     WHEN new.kind = 'verified_invalid' AND json_type(new.detail, '$.outcomes') = 'array'
