@@ -28,7 +28,7 @@ from verified_memory.sources import (
     parse_remote_url,
     repo_from_remote,
 )
-from verified_memory.sources.base import BatchReader, Reopenable
+from verified_memory.sources.base import BatchReader, Reopenable, no_file
 from verified_memory.sources.discovery import no_repo_named
 
 symlinks = pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges")
@@ -401,6 +401,33 @@ def test_a_tree_answers_paths_without_listing_the_commit(
         assert {p: b for p, b in found.items() if b is not None} == {
             p: listed[p] for p in found if p in listed}
         assert set(listed) == {"README.md", "src/app.py", "bin/run.sh", "deep/er/still/x.py"}
+
+
+@symlinks
+def test_what_a_path_is_is_read_from_the_tree_objects(
+        repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``entry_kind`` (asked for a cited file that is gone, and for each directory on
+    its way) reads the tree objects on the path's way: no listing of the commit, whose
+    scan cost a millisecond a question on a repository of 10,000 files."""
+    (repo.path / "link.md").symlink_to("README.md")
+    repo.write("deep/er/x.py", "X = 1\n")
+    repo.commit("more")
+    repo.run("update-index", "--add", "--cacheinfo", f"160000,{repo.head},sub")
+    head = repo.commit("submodule", add_all=False)
+    spy = PopenSpy(monkeypatch)
+    with LocalGitSource(repo.path) as source:
+        kinds = {path: source.entry_kind(head, path) for path in (
+            "link.md", "sub", "deep", "deep/er", "deep/er/", "deep/er/x.py", "README.md",
+            "nope", "deep/nope", "link.md/x", "sub/x", "README.md/x", "")}
+        assert _git_processes(spy, "ls-tree") == 0
+        assert kinds == {"link.md": "a symbolic link", "sub": "a submodule",
+                         "deep": "a directory", "deep/er": "a directory",
+                         "deep/er/": "a directory", "deep/er/x.py": None, "README.md": None,
+                         "nope": None, "deep/nope": None, "link.md/x": None, "sub/x": None,
+                         "README.md/x": None, "": None}
+        assert no_file(source, head, "link.md/x.py", "HEAD") == (
+            "link.md/x.py is behind the symbolic link link.md at HEAD, which is never followed")
+        assert _git_processes(spy, "ls-tree") == 0
 
 
 #: The source forked workers inherit (``test_forked_processes_read_through_their_own_pipe``).

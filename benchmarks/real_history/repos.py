@@ -47,6 +47,7 @@ REPOS: tuple[Repo, ...] = (
     Repo("go-chi/chi", "go", (".go",)),
     Repo("actions/setup-python", "typescript", (".ts",)),
     Repo("actions/checkout", "typescript", (".ts",)),
+    Repo("spring-projects/spring-framework", "java", (".java",)),
 )
 
 

@@ -66,6 +66,8 @@ _MAX_CACHED_TREES = 16  # a long-lived server sees HEAD move; keep the recent on
 _MAX_TREE_OBJECTS = 4096  # directories read to look a path up, a few hundred bytes each
 #: Paths of one commit looked up through its tree objects before it is listed whole.
 _WALKS_BEFORE_LISTING = 64
+#: What a tree entry's mode says a path is when it is no regular file (``100644``, ``100755``).
+_ENTRY_KINDS = {b"40000": "a directory", b"120000": "a symbolic link", b"160000": "a submodule"}
 #: Rename diffs started ahead of need (``prefetch_renames``) and not collected yet, at
 #: most: each is a git process, and a bulk check may cite hundreds of commits.
 _PENDING_DIFFS = 4
@@ -336,8 +338,6 @@ class LocalGitSource(ClosingSource):
         # tree objects read to look paths up (``_walk``): name -> (mode, sha)
         self._tree_objects: BoundedCache[str, dict[bytes, tuple[bytes, str]]] = BoundedCache(
             _MAX_TREE_OBJECTS)
-        # What the trees leave out: symbolic links, submodules.
-        self._special: BoundedCache[str, dict[str, str]] = BoundedCache(_MAX_CACHED_TREES)
         # (old, new) -> renames and deletions, and the paths whose blob changed
         self._renames: dict[tuple[str, str], tuple[tuple[Rename, ...], frozenset[str]]] = {}
         # diffs started by ``prefetch_renames``, collected by ``renames`` (or stopped
@@ -468,14 +468,14 @@ class LocalGitSource(ClosingSource):
 
     def entry_kind(self, revision: str, path: str) -> str | None:
         """What ``path`` is at ``revision`` when the tree leaves it out: 'a symbolic
-        link', 'a submodule', 'a directory'; None when it is a file or nothing."""
-        commit = self._commit(revision)
-        files = self._listing(commit)
-        special = self._special.get(commit) or {}
-        if path in special:
-            return special[path]
-        prefix = path.rstrip("/") + "/"
-        return "a directory" if any(p.startswith(prefix) for p in files) else None
+        link', 'a submodule', 'a directory'; None when it is a file or nothing. Found
+        down the tree objects on its way, as a path is looked up (a cited file that is
+        gone is asked about with each of its directories: neither the commit's listing
+        nor a scan of it, which cost a second a pass on a repository of 10,000 files)."""
+        entry = self._entry(self._commit(revision), path.rstrip("/"))
+        if entry is None or entry[0].startswith(b"100"):
+            return None  # nothing there, or a regular file
+        return _ENTRY_KINDS.get(entry[0], "not a regular file")
 
     def renames(self, old_revision: str, new_revision: str) -> Sequence[Rename]:
         """Renames (with git's similarity, 0-100) and deletions from ``old`` to ``new``.
@@ -594,15 +594,20 @@ class LocalGitSource(ClosingSource):
     def _walk(self, commit: str, path: str) -> str | None:
         """The blob sha of the regular file ``path`` at ``commit``, or None, found down
         the tree objects from the commit's root."""
+        entry = self._entry(commit, path)
+        return entry[1] if entry is not None and entry[0].startswith(b"100") else None
+
+    def _entry(self, commit: str, path: str) -> tuple[bytes, str] | None:
+        """``path``'s tree entry at ``commit`` (mode, sha), or None when nothing is
+        there: a link, a submodule or a file on the way is no directory to go down."""
         entries = self._tree_entries(f"{commit}^{{tree}}")
-        *folders, file = path.encode("utf-8", "surrogateescape").split(b"/")
-        for name in folders:
-            mode, sha = entries.get(name, (b"", ""))
-            if mode != b"40000":  # nothing, a file, a link or a submodule on the way
+        *folders, name = path.encode("utf-8", "surrogateescape").split(b"/")
+        for folder in folders:
+            mode, sha = entries.get(folder, (b"", ""))
+            if mode != b"40000":
                 return None
             entries = self._tree_entries(sha)
-        mode, sha = entries.get(file, (b"", ""))
-        return sha if mode.startswith(b"100") else None  # not a link or submodule
+        return entries.get(name)
 
     def _tree_entries(self, name: str) -> dict[bytes, tuple[bytes, str]]:
         """A tree object's entries, name -> (mode, sha), read once. ``name`` is a
@@ -631,10 +636,7 @@ class LocalGitSource(ClosingSource):
             raise SourceUnavailable(
                 f"git ls-tree {commit[:12]} failed in {self.path}: {git_message(proc)}"
             )
-        special: dict[str, str] = {}
-        files = parse_ls_tree(proc.stdout, special)
-        self._special.put(commit, special)
-        return files
+        return parse_ls_tree(proc.stdout)
 
 
 class _Tree(Mapping[str, str]):
@@ -741,9 +743,9 @@ def _stop_all(pending: dict[tuple[str, str], subprocess.Popen[bytes]]) -> None:
         proc.communicate()
 
 
-def parse_ls_tree(output: bytes, special: dict[str, str] | None = None) -> dict[str, str]:
-    """``git ls-tree -r -z`` output -> path -> blob sha, regular files only; symbolic
-    links and submodules go to ``special`` (path -> what it is), when given."""
+def parse_ls_tree(output: bytes) -> dict[str, str]:
+    """``git ls-tree -r -z`` output -> path -> blob sha, regular files only (what else
+    a path is, ``entry_kind`` reads from the tree objects)."""
     files: dict[str, str] = {}
     for entry in output.split(b"\0"):
         if not entry:
@@ -754,10 +756,6 @@ def parse_ls_tree(output: bytes, special: dict[str, str] | None = None) -> dict[
         # 120000 is a symlink, 160000 a submodule commit, 040000 never appears with -r.
         if kind == b"blob" and mode.startswith(b"100"):
             files[decode_path(raw_path)] = sha.decode("ascii")
-        elif special is not None:
-            special[decode_path(raw_path)] = ("a symbolic link" if mode == b"120000"
-                                              else "a submodule" if kind == b"commit"
-                                              else "not a regular file")
     return files
 
 

@@ -279,6 +279,10 @@ class AnchorLocator(Locator, Origins):
         strays: list[CitationCheck] = []
         holders = 0
         paths, successors = self._candidates(verifier, citation, revision, tree)
+        # most candidates neither hold the cited lines nor name the anchor: told apart
+        # by two look-ups (the same tests as ``find_runs`` and ``_may_define`` below)
+        first_line = next((h for h in citation.fingerprint.line_hashes if h != BLANK), None)
+        name_word: str | None = None  # the anchor's last word, once derived
         for order, path in enumerate(paths):
             if order % _PREFETCH == 0:  # the next few read together, not one by one
                 verifier.files.prefetch(tree[p] for p in paths[order:order + _PREFETCH])
@@ -286,6 +290,13 @@ class AnchorLocator(Locator, Origins):
             if moved is None:
                 continue
             cited_file = path in successors  # the cited file, moved: its code is the code
+            if not cited_file and (first_line is None or not moved.positions(first_line)):
+                if name_word is None:
+                    citation = self._anchored(verifier, citation)
+                    anchor = citation.fingerprint.anchor
+                    name_word = "" if anchor is None else naming.last_word(anchor.name) or "*"
+                if not name_word or (name_word != "*" and not moved.mentions(name_word)):
+                    continue  # neither the lines nor the name: nothing to find here
             places = [Location(path, p.line_start, p.line_end)
                       for p in find_runs(moved, citation.fingerprint.line_hashes)]
             if places:
