@@ -1056,6 +1056,59 @@ def test_migration_11_mends_future_times_and_stale_copies(
                             ).fetchone() == (4,)
 
 
+_AHEAD = "2099-01-01T00:00:00.000000+00:00"
+
+
+def test_times_written_by_hand_later_than_now_are_now(db_path: Path,
+                                                      store: SQLiteStore) -> None:
+    """A creation or refresh time later than now written by another program (an edit by
+    hand, an insert) is brought back to now (migration 13), as Postgres's trigger does
+    (sql/013, sql/014). Before, a memory edited to "tomorrow" led ``recent`` (and by
+    path, for a creation time) until the clock passed it."""
+    for name, minutes in (("edited", 1), ("plain", 2)):
+        store.add(_memory(name, minutes=minutes))
+    inserted = list(memory_values(_memory("inserted", minutes=3)))
+    for column in ("created_at", "refreshed_at"):
+        inserted[MEMORY_COLUMNS.index(column)] = _AHEAD
+    with _raw(db_path) as conn:
+        conn.execute("UPDATE agent_memory SET created_at = ?, refreshed_at = ? "
+                     "WHERE id = 'edited'", (_AHEAD, _AHEAD))
+        conn.execute(f"INSERT INTO agent_memory ({', '.join(MEMORY_COLUMNS)}) VALUES "
+                     f"({', '.join('?' for _ in MEMORY_COLUMNS)})", inserted)
+    taken = datetime.now(UTC)
+    for memory in store.get_many(["edited", "inserted"]):
+        assert max(memory.created_at, memory.refreshed_at) <= taken, memory.id
+    newest = replace(_memory("newest"), created_at=datetime.now(UTC),
+                     refreshed_at=datetime.now(UTC))
+    store.add(newest)
+    assert [m.id for m in store.recent(REPO, limit=1)] == ["newest"]
+    assert [m.id for m in store.by_path(REPO, "src/app.py", limit=1)] == ["newest"]
+    assert store.get("newest").refreshed_at == newest.refreshed_at  # now is not ahead
+    with _raw(db_path) as conn:  # the creation time's copies moved with it
+        assert conn.execute("SELECT count(*) FROM agent_memory_citation c JOIN agent_memory m "
+                            "ON m.id = c.memory_id WHERE c.memory_created_at IS m.created_at"
+                            ).fetchone() == (3,)
+
+
+def test_migration_13_brings_refresh_times_back_to_now(
+        db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file at version 12 holding a refresh time in the future: migration 13 stores
+    it as now, so the memory no longer leads ``recent``."""
+    from verified_memory.store import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", tuple(m for m in MIGRATIONS if m[0] <= 12))
+    with SQLiteStore(db_path) as old:
+        for name, minutes in (("ahead", 1), ("plain", 2)):
+            old.add(_memory(name, minutes=minutes))
+    with _raw(db_path) as conn:
+        conn.execute("UPDATE agent_memory SET refreshed_at = ? WHERE id = 'ahead'", (_AHEAD,))
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS)
+    with SQLiteStore(db_path) as store:
+        assert store.get("ahead").refreshed_at <= datetime.now(UTC)
+        store.add(replace(_memory("newer"), refreshed_at=datetime.now(UTC)))
+        assert [m.id for m in store.recent(REPO)] == ["newer", "ahead", "plain"]
+
+
 def test_a_connection_keeps_a_larger_page_cache(store: SQLiteStore) -> None:
     """The pass's event inserts land all over the telemetry's indexes by memory: the
     store's connection keeps up to ``CACHE_KIB`` of pages, not SQLite's 2 MiB."""

@@ -364,6 +364,8 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
     (11, "creation times never later than now, and their copies kept in step",
      _paths.CREATED_AT_MIGRATION),
     (12, "a repository's memories by category and by tag", _paths.GATHER_MIGRATION),
+    (13, "refresh times never later than now; nor either time written by hand",
+     _paths.TIMES_MIGRATION),
 )
 
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
