@@ -601,8 +601,10 @@ def test_by_path_walks_the_citation_index_newest_created_first(
         limit: int, filters: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """However many memories cite the file: the citation index's own order, each entry's
     memory by rowid, no sort and no scan; the refresh time plays no part. (A category or
-    tag more memories have than ``GATHER_AT_MOST``: 15 and 30 here.)"""
+    tag more memories have than ``GATHER_AT_MOST``: 15 and 30 here. Lines few
+    citations reach are read otherwise: the next test.)"""
     monkeypatch.setattr(sqlite_paths, "GATHER_AT_MOST", 5)
+    monkeypatch.setattr(sqlite_paths, "few_reach", lambda *args: False)
     for m in crowd[::4]:  # refreshed since: by_path's order does not follow it
         store.apply([Transition(m.id, expect=m.status,
                                 refreshed_at=T0 + timedelta(minutes=500))])
@@ -617,6 +619,41 @@ def test_by_path_walks_the_citation_index_newest_created_first(
         assert any("agent_memory_citation_newest" in step for step in steps), steps
         assert not any(step.startswith(("SCAN m", "SCAN c", "SCAN agent_memory"))
                        or "TEMP B-TREE FOR GROUP BY" in step for step in steps), steps
+
+
+@pytest.mark.parametrize("lines", [(200, 300), (91, 91), (85, 85), (61, 90), (1, 100)])
+@pytest.mark.parametrize("limit", [1, 5, 50])
+@pytest.mark.parametrize("filters", [{}, {"category": "gotcha"}])
+def test_by_path_reads_lines_few_citations_reach_by_their_last_line(
+        store: SQLiteStore, crowd: list[Memory], lines: tuple[int, int], limit: int,
+        filters: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines past the end of a file many memories cite (or near it): the walk newest
+    first asked every citation of the file whether it reaches them (a crowded file,
+    nothing found: 7 to 9 ms). When at most ``GATHER_AT_MOST`` citations end at or
+    after the lines' start, those are read instead by migration 14's index and the few
+    that reach the lines sorted: the same answers as the walk, no scan."""
+    monkeypatch.setattr(sqlite_paths, "GATHER_AT_MOST", 20)  # fewer than the 45 gotchas
+    kept = [m for m in crowd if m.category == filters.get("category", m.category)]
+    for path in ("src/hot.py", "src/cool.py", "src/none.py"):
+        with monkeypatch.context() as walk:
+            walk.setattr(sqlite_paths, "few_reach", lambda *args: False)
+            walked = [m.id for m in store.by_path(REPO, path, lines=lines, limit=limit,
+                                                  **filters)]
+        assert walked == _expected(kept, path, lines, limit), path
+        found: list[Memory] = []
+        statements = _statements(store, lambda path=path, found=found: found.extend(
+            store.by_path(REPO, path, lines=lines, limit=limit, **filters)))
+        assert [m.id for m in found] == walked, path
+        reach = sum(m.repo == REPO and c.path == path and c.line_end >= lines[0]
+                    for m in crowd for c in m.citations)
+        steps = _plan(store, _read_by_path(statements))
+        assert any("agent_memory_citation_end" in step for step in steps) is (
+            reach <= 20), (path, reach, steps)
+        assert not any(step.startswith(("SCAN m", "SCAN c", "SCAN agent_memory"))
+                       for step in steps), steps
+    # Past the end of the crowded file, and lines most of its citations reach.
+    assert sqlite_paths.few_reach(store._conn, REPO, "src/hot.py", 91)
+    assert not sqlite_paths.few_reach(store._conn, REPO, "src/hot.py", 1)
 
 
 def _read_by_path(statements: list[str]) -> str:
