@@ -417,6 +417,30 @@ def test_path_refuses_a_commit_it_would_drop(
     assert ids(capsys, "search", "--path", "pkg/@scope/mod.py") == []  # a folder's '@'
 
 
+def test_path_names_a_deleted_file_memories_cite_as_it_is(
+        odd_repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file deleted since (gone from the working copy) whose name holds an '@' or ends
+    in ':DIGITS' could not be named: its '@2x.txt' was refused as a commit, its ':2' read
+    as line 2 of net/v. A whole name memories cite (of any status) is taken as it is;
+    one no memory cites is read as before."""
+    logo = store(capsys, "img/logo@2x.txt:1")
+    digits = store(capsys, "net/v:2:1")
+    for path in ("img/logo@2x.txt", "net/v:2"):
+        odd_repo.remove(path)
+    odd_repo.commit("the odd files deleted")
+    assert ids(capsys, "search", "--path", "img/logo@2x.txt") == [logo]
+    assert ids(capsys, "search", "--path", "net/v:2") == [digits]
+    assert ids(capsys, "search", "--path", "net/v:2:1") == [digits]  # lines of it
+    vmem_json(capsys, "verify")  # the files are gone: their memories are invalid now
+    assert ids(capsys, "list", "--path", "img/logo@2x.txt", "--status", "invalid") == [logo]
+    assert ids(capsys, "list", "--path", "net/v:2") == [digits]
+    assert ids(capsys, "search", "--path", "img/logo@2x.txt") == []  # only active ones
+    head = odd_repo.head[:8]
+    assert f"'net/fetch.py@{head}' names a commit" in usage_error(
+        capsys, "search", "--path", f"net/fetch.py@{head}")
+    assert "'net/v:3' names lines" in usage_error(capsys, "list", "--path", "net/v:3")
+
+
 def test_search_by_path_honours_safe(repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     """--safe leaves out POISON_PATH and PHANTOM_PATTERN memories from a file's memories
     too (it was ignored beside --path), before the limit, and none is handed out."""

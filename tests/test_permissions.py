@@ -202,7 +202,8 @@ def test_a_read_only_store_answers_reads_and_refuses_writes_in_one_line(
     assert code == 1
     assert one_line(err) == f"vmem: error: {refused} adding a memory"
     # Compaction backs up first: in a read-only directory the backup is refused (the
-    # line quoted Python's repr of the error); beside a read-only file, the first change.
+    # line quoted Python's repr of the error); beside a read-only file, the first change,
+    # and the backup made before it is removed (it was left behind).
     code, out, err = vmem("db", "compact", "--older-than", "0", "--apply")
     assert code == 1
     if what == "directory":
@@ -211,6 +212,7 @@ def test_a_read_only_store_answers_reads_and_refuses_writes_in_one_line(
     else:
         assert one_line(err) == f"vmem: error: {refused} pruning citations"
     assert db.read_bytes() == data
+    assert list(db.parent.glob(f"{db.name}.backup-*")) == []
     assert statuses(db) == before
 
 

@@ -800,28 +800,49 @@ def test_a_creation_time_edited_in_sql_moves_its_memory_by_path(
                 ) == [(3,)]
 
 
+def _migrated_to(url: str, tmp_path: Path, version: int, *memories: dict[str, Any]) -> Path:
+    """The database at ``url`` migrated up to ``version`` (the directory of those files),
+    holding ``memories`` (each citing a.py 1-2), inserted as that version does."""
+    older = tmp_path / "older"
+    older.mkdir()
+    for m in load_migrations():
+        if int(m.version) <= version:
+            (older / f"{m.version}_{m.name}.sql").write_text(m.sql)
+    migrate(url, older)
+    with psycopg.connect(url, autocommit=True) as conn:
+        for fields in memories:
+            conn.execute("select agent_memory_insert(%s)", (Jsonb({
+                "repo": REPO, "subject": "s", "fact": "f", **fields,
+                "citations": [{"path": "a.py", "line_start": 1, "line_end": 2,
+                               "snippet_hash": "00"}]}),))
+    return older
+
+
+def test_a_refresh_time_later_than_now_is_the_databases_now(
+        pg_url: str, pg_empty_url: str, store: PostgresStore, tmp_path: Path) -> None:
+    """sql/014: a refresh time in the future, edited in SQL or already stored when 014
+    is applied, is the database's now(), as a creation time is (013). Before, the
+    memory led ``recent`` until the clock passed it."""
+    for name, minutes in (("edited", 1), ("plain", 2)):
+        store.add(_memory(name, minutes=minutes))
+    _sql(pg_url, "update agent_memory set refreshed_at = '2099-01-01' where id = 'edited'")
+    assert _sql(pg_url, "select refreshed_at <= now() from agent_memory "
+                        "where id = 'edited'") == [(True,)]
+    _migrated_to(pg_empty_url, tmp_path, 13, {"id": "ahead",
+                                               "refreshed_at": "2099-01-01T00:00:00+00:00"})
+    assert migrate(pg_empty_url) == ["014"]
+    assert _sql(pg_empty_url, "select id from agent_memory where refreshed_at > now()") == []
+
+
 def test_migration_013_mends_stored_times_after_a_012_it_does_not_know(
         pg_empty_url: str, tmp_path: Path) -> None:
     """A database migrated to 011 with a creation time in the future and a stale copy
     of one: 013 stores the future time as now and mends the copy. Another 012 applied
     in between (another change's) does not stop it."""
-    older = tmp_path / "older"
-    older.mkdir()
-    for m in load_migrations():
-        if int(m.version) <= 11:
-            (older / f"{m.version}_{m.name}.sql").write_text(m.sql)
-    migrate(pg_empty_url, older)
+    older = _migrated_to(pg_empty_url, tmp_path, 11,
+                         {"id": "ahead", "created_at": "2099-01-01T00:00:00+00:00"},
+                         {"id": "edited", "created_at": "2026-01-01T00:00:00+00:00"})
     with psycopg.connect(pg_empty_url, autocommit=True) as conn:
-        conn.execute("select agent_memory_insert(%s)", (Jsonb({
-            "id": "ahead", "repo": REPO, "subject": "s", "fact": "f",
-            "created_at": "2099-01-01T00:00:00+00:00",
-            "citations": [{"path": "a.py", "line_start": 1, "line_end": 2,
-                           "snippet_hash": "00"}]}),))
-        conn.execute("select agent_memory_insert(%s)", (Jsonb({
-            "id": "edited", "repo": REPO, "subject": "s", "fact": "f",
-            "created_at": "2026-01-01T00:00:00+00:00",
-            "citations": [{"path": "a.py", "line_start": 1, "line_end": 2,
-                           "snippet_hash": "00"}]}),))
         conn.execute("update agent_memory set created_at = '2020-01-01' where id = 'edited'")
     assert _sql(pg_empty_url, "select count(*) from agent_memory_citation c join agent_memory "
                               "m on m.id = c.memory_id where c.memory_created_at = "

@@ -601,8 +601,10 @@ def test_by_path_walks_the_citation_index_newest_created_first(
         limit: int, filters: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """However many memories cite the file: the citation index's own order, each entry's
     memory by rowid, no sort and no scan; the refresh time plays no part. (A category or
-    tag more memories have than ``GATHER_AT_MOST``: 15 and 30 here.)"""
+    tag more memories have than ``GATHER_AT_MOST``: 15 and 30 here. Lines few
+    citations reach are read otherwise: the next test.)"""
     monkeypatch.setattr(sqlite_paths, "GATHER_AT_MOST", 5)
+    monkeypatch.setattr(sqlite_paths, "few_reach", lambda *args: False)
     for m in crowd[::4]:  # refreshed since: by_path's order does not follow it
         store.apply([Transition(m.id, expect=m.status,
                                 refreshed_at=T0 + timedelta(minutes=500))])
@@ -617,6 +619,41 @@ def test_by_path_walks_the_citation_index_newest_created_first(
         assert any("agent_memory_citation_newest" in step for step in steps), steps
         assert not any(step.startswith(("SCAN m", "SCAN c", "SCAN agent_memory"))
                        or "TEMP B-TREE FOR GROUP BY" in step for step in steps), steps
+
+
+@pytest.mark.parametrize("lines", [(200, 300), (91, 91), (85, 85), (61, 90), (1, 100)])
+@pytest.mark.parametrize("limit", [1, 5, 50])
+@pytest.mark.parametrize("filters", [{}, {"category": "gotcha"}])
+def test_by_path_reads_lines_few_citations_reach_by_their_last_line(
+        store: SQLiteStore, crowd: list[Memory], lines: tuple[int, int], limit: int,
+        filters: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines past the end of a file many memories cite (or near it): the walk newest
+    first asked every citation of the file whether it reaches them (a crowded file,
+    nothing found: 7 to 9 ms). When at most ``GATHER_AT_MOST`` citations end at or
+    after the lines' start, those are read instead by migration 14's index and the few
+    that reach the lines sorted: the same answers as the walk, no scan."""
+    monkeypatch.setattr(sqlite_paths, "GATHER_AT_MOST", 20)  # fewer than the 45 gotchas
+    kept = [m for m in crowd if m.category == filters.get("category", m.category)]
+    for path in ("src/hot.py", "src/cool.py", "src/none.py"):
+        with monkeypatch.context() as walk:
+            walk.setattr(sqlite_paths, "few_reach", lambda *args: False)
+            walked = [m.id for m in store.by_path(REPO, path, lines=lines, limit=limit,
+                                                  **filters)]
+        assert walked == _expected(kept, path, lines, limit), path
+        found: list[Memory] = []
+        statements = _statements(store, lambda path=path, found=found: found.extend(
+            store.by_path(REPO, path, lines=lines, limit=limit, **filters)))
+        assert [m.id for m in found] == walked, path
+        reach = sum(m.repo == REPO and c.path == path and c.line_end >= lines[0]
+                    for m in crowd for c in m.citations)
+        steps = _plan(store, _read_by_path(statements))
+        assert any("agent_memory_citation_end" in step for step in steps) is (
+            reach <= 20), (path, reach, steps)
+        assert not any(step.startswith(("SCAN m", "SCAN c", "SCAN agent_memory"))
+                       for step in steps), steps
+    # Past the end of the crowded file, and lines most of its citations reach.
+    assert sqlite_paths.few_reach(store._conn, REPO, "src/hot.py", 91)
+    assert not sqlite_paths.few_reach(store._conn, REPO, "src/hot.py", 1)
 
 
 def _read_by_path(statements: list[str]) -> str:
@@ -1054,6 +1091,59 @@ def test_migration_11_mends_future_times_and_stale_copies(
         assert conn.execute("SELECT count(*) FROM agent_memory_citation c JOIN agent_memory m "
                             "ON m.id = c.memory_id WHERE c.memory_created_at IS m.created_at"
                             ).fetchone() == (4,)
+
+
+_AHEAD = "2099-01-01T00:00:00.000000+00:00"
+
+
+def test_times_written_by_hand_later_than_now_are_now(db_path: Path,
+                                                      store: SQLiteStore) -> None:
+    """A creation or refresh time later than now written by another program (an edit by
+    hand, an insert) is brought back to now (migration 13), as Postgres's trigger does
+    (sql/013, sql/014). Before, a memory edited to "tomorrow" led ``recent`` (and by
+    path, for a creation time) until the clock passed it."""
+    for name, minutes in (("edited", 1), ("plain", 2)):
+        store.add(_memory(name, minutes=minutes))
+    inserted = list(memory_values(_memory("inserted", minutes=3)))
+    for column in ("created_at", "refreshed_at"):
+        inserted[MEMORY_COLUMNS.index(column)] = _AHEAD
+    with _raw(db_path) as conn:
+        conn.execute("UPDATE agent_memory SET created_at = ?, refreshed_at = ? "
+                     "WHERE id = 'edited'", (_AHEAD, _AHEAD))
+        conn.execute(f"INSERT INTO agent_memory ({', '.join(MEMORY_COLUMNS)}) VALUES "
+                     f"({', '.join('?' for _ in MEMORY_COLUMNS)})", inserted)
+    taken = datetime.now(UTC)
+    for memory in store.get_many(["edited", "inserted"]):
+        assert max(memory.created_at, memory.refreshed_at) <= taken, memory.id
+    newest = replace(_memory("newest"), created_at=datetime.now(UTC),
+                     refreshed_at=datetime.now(UTC))
+    store.add(newest)
+    assert [m.id for m in store.recent(REPO, limit=1)] == ["newest"]
+    assert [m.id for m in store.by_path(REPO, "src/app.py", limit=1)] == ["newest"]
+    assert store.get("newest").refreshed_at == newest.refreshed_at  # now is not ahead
+    with _raw(db_path) as conn:  # the creation time's copies moved with it
+        assert conn.execute("SELECT count(*) FROM agent_memory_citation c JOIN agent_memory m "
+                            "ON m.id = c.memory_id WHERE c.memory_created_at IS m.created_at"
+                            ).fetchone() == (3,)
+
+
+def test_migration_13_brings_refresh_times_back_to_now(
+        db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file at version 12 holding a refresh time in the future: migration 13 stores
+    it as now, so the memory no longer leads ``recent``."""
+    from verified_memory.store import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", tuple(m for m in MIGRATIONS if m[0] <= 12))
+    with SQLiteStore(db_path) as old:
+        for name, minutes in (("ahead", 1), ("plain", 2)):
+            old.add(_memory(name, minutes=minutes))
+    with _raw(db_path) as conn:
+        conn.execute("UPDATE agent_memory SET refreshed_at = ? WHERE id = 'ahead'", (_AHEAD,))
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS)
+    with SQLiteStore(db_path) as store:
+        assert store.get("ahead").refreshed_at <= datetime.now(UTC)
+        store.add(replace(_memory("newer"), refreshed_at=datetime.now(UTC)))
+        assert [m.id for m in store.recent(REPO)] == ["newer", "ahead", "plain"]
 
 
 def test_a_connection_keeps_a_larger_page_cache(store: SQLiteStore) -> None:

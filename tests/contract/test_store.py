@@ -521,6 +521,28 @@ def test_a_creation_time_later_than_now_is_stored_as_now(store: MemoryStore) -> 
     assert store.get(newer.id).created_at == newer.created_at  # a past time is kept as it is
 
 
+def test_a_refresh_time_later_than_now_is_stored_as_now(store: MemoryStore) -> None:
+    """The same rule for the refresh time, which orders ``recent``: a memory refreshed
+    "tomorrow" (a clock ahead, an import, a transition from such a clock) stayed first
+    in ``vmem recent`` until the clock passed it."""
+    ahead = datetime(2099, 1, 1, tzinfo=UTC)
+    added, loaded, applied = (replace(mem(id=name), refreshed_at=ahead if name != "z-applied"
+                                      else at(0)) for name in ("z-added", "z-loaded",
+                                                               "z-applied"))
+    store.add(added)
+    store.add(applied)
+    assert store.load([loaded], []) == (1, 0, 0)
+    assert store.apply([Transition(applied.id, refreshed_at=ahead)]) == [True]
+    taken = datetime.now(UTC)
+    for memory_id in (added.id, loaded.id, applied.id):
+        assert store.get(memory_id).refreshed_at <= taken, memory_id
+    # Refreshed after the three were taken in: the most recent.
+    newer = replace(mem(id="a-newer"), refreshed_at=datetime.now(UTC))
+    store.add(newer)
+    assert ids(store.recent(REPO))[0] == newer.id
+    assert store.get(newer.id).refreshed_at == newer.refreshed_at  # a past time is kept
+
+
 def test_by_path_breaks_equal_times_by_the_ids_bytes(store: MemoryStore) -> None:
     """The same order on every store, whatever a database's collation: ids compared as
     UTF-8 bytes (code points), so 'B' before '_' before 'a' before 'é'."""

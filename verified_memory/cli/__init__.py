@@ -33,7 +33,13 @@ from verified_memory.cli.env import (
 from verified_memory.cli.git import git
 from verified_memory.cli.hook import hook, hook_usage_error
 from verified_memory.cli.init import init
-from verified_memory.cli.inputs import CitedFile, FileLines, memory_input, parse_cite
+from verified_memory.cli.inputs import (
+    CitedFile,
+    FileLines,
+    memory_input,
+    parse_cite,
+    settled_path,
+)
 from verified_memory.cli.quality import COMMANDS as QUALITY_COMMANDS
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
@@ -206,9 +212,9 @@ def show(env: Env, memory_id: str, as_json: bool) -> None:
 @click.option("--path", type=CitedFile(lines=True), metavar="FILE[:START-END]",
               help="Memories citing this file (and these lines), newest created first, "
                    "instead of a text query. A file of the whole name in the working copy "
-                   "is taken as it is (src/x:5), else a trailing :START or :START-END is a "
-                   "line range; no @COMMIT (memories are found by the file they cite, at "
-                   "any commit).")
+                   "is taken as it is (src/x:5), and so is one memories cite (a file "
+                   "deleted since), else a trailing :START or :START-END is a line range; "
+                   "no @COMMIT (memories are found by the file they cite, at any commit).")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @filter_options
 @click.option("--safe", is_flag=True,
@@ -228,6 +234,7 @@ def search(env: Env, query: str, repo: str | None, as_json: bool, path: FileLine
     if query and path:
         raise click.UsageError("give a QUERY or --path, not both")
     with running(env) as service:
+        path = settled_path(path, service, name)
         if path:
             found = service.search_by_path(name, path.path, path.lines, limit=limit,
                                            category=category, tag=tag, safe=safe)

@@ -15,7 +15,7 @@ import click
 
 from verified_memory.audit import describe, short_ids
 from verified_memory.cli.env import Env, common, running, say
-from verified_memory.cli.inputs import CitedFile, FileLines
+from verified_memory.cli.inputs import CitedFile, FileLines, settled_path
 from verified_memory.cli.render import Output
 from verified_memory.errors import ValidationError
 from verified_memory.models import (
@@ -103,6 +103,7 @@ def list_(env: Env, repo: str | None, as_json: bool, status: str, category: str 
     env.out = Output(as_json)
     name = env.repo(repo)
     with running(env) as service:
+        path = settled_path(path, service, name)
         if forgotten:
             _tombstones(env.out, service.tombstones(name, limit=limit), name)
             return

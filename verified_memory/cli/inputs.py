@@ -14,9 +14,18 @@ import click
 
 from verified_memory.cli.env import Env
 from verified_memory.errors import ValidationError
-from verified_memory.models import CitationRef, NewMemory, normalize_path, parse_citation
+from verified_memory.models import (
+    CitationRef,
+    MemoryFilter,
+    NewMemory,
+    normalize_path,
+    parse_citation,
+)
 
-__all__ = ["CitedFile", "FileLines", "memory_input", "parse_cite"]
+if TYPE_CHECKING:
+    from verified_memory.service import MemoryService
+
+__all__ = ["CitedFile", "FileLines", "memory_input", "parse_cite", "settled_path"]
 
 #: A memory's field, and the flag that gives it.
 FLAGS = {"subject": "--subject", "fact": "--fact", "reason": "--reason",
@@ -37,10 +46,27 @@ def parse_cite(text: str, where: str) -> CitationRef:
 
 
 class FileLines(NamedTuple):
-    """A cited file named on the command line, and the lines asked for (None: any)."""
+    """A cited file named on the command line, and the lines asked for (None: any).
+
+    ``whole``: the value as typed, when it was read as something else (lines of a file,
+    a commit); ``refused``: the usage error it makes unless memories cite a file of the
+    whole name. Both wait for the store (``settled``)."""
 
     path: str
     lines: tuple[int, int] | None
+    whole: str | None = None
+    refused: str | None = None
+
+    def settled(self, cited: Callable[[str], bool]) -> FileLines:
+        """The file as the command takes it: a file of the whole name that memories cite
+        (``cited``: of any status), deleted since (``notes:2``, ``img/logo@2x.png``), is
+        taken as it is, as one in the working copy is; else the value as it was read,
+        or its usage error (``click.BadParameter``)."""
+        if self.whole is not None and cited(self.whole):
+            return FileLines(self.whole, None)
+        if self.refused is not None:
+            raise click.BadParameter(self.refused, param_hint="'--path'")
+        return FileLines(self.path, self.lines)
 
 
 _LINE_RANGE = re.compile(r"(?P<path>.+):(?P<start>\d+)(?:-(?P<end>\d+))?")
@@ -59,7 +85,9 @@ class CitedFile(_FileLinesType):
     refused (memories are found by the file they cite, at any commit); else a trailing
     ``:START`` or ``:START-END`` of whole numbers is a line range (refused without
     ``lines``); else the whole value is the file (``docs/a:b.md``). A mistake is a
-    usage error naming the option."""
+    usage error naming the option. A value read as lines or refused is taken whole
+    when memories cite a file of that name (``FileLines.settled``, once the store is
+    open): a file deleted since is no longer in the working copy."""
 
     name = "file"
 
@@ -77,29 +105,47 @@ class CitedFile(_FileLinesType):
             self.fail(str(exc), param, ctx)
         if _in_working_copy(whole, ctx):
             return FileLines(whole, None)
+        read = self._read(text, whole, ctx)
+        if isinstance(read, str):
+            return FileLines(whole, None, whole, read)
+        return read if read.path == whole else read._replace(whole=whole)
+
+    def _read(self, text: str, whole: str, ctx: click.Context | None) -> FileLines | str:
+        """``whole`` as a file and lines, or why it is refused."""
         name, at, commit = whole.rpartition("@")
         if at and name and "/" not in commit:
-            self.fail(f"{text!r} names a commit: memories are found by the file they cite, "
-                      f"at any commit; give {self._without_lines(name)}", param, ctx)
+            return (f"{text!r} names a commit: memories are found by the file they cite, "
+                    f"at any commit; give {self._without_lines(name)}")
         found = _LINE_RANGE.fullmatch(whole)
         if found is None:
             return FileLines(whole, None)
         if not self.lines:
             command = ctx.command_path if ctx is not None else "this command"
-            self.fail(f"{text!r} names lines, and {command} lists the memories citing a "
-                      f"whole file: give {found['path']}", param, ctx)
+            return (f"{text!r} names lines, and {command} lists the memories citing a "
+                    f"whole file: give {found['path']}")
         start = int(found["start"])
         end = int(found["end"] or start)
         if start < 1:
-            self.fail(f"{text!r}: line numbers start at 1", param, ctx)
+            return f"{text!r}: line numbers start at 1"
         if end < start:
-            self.fail(f"{text!r}: line {end} is before line {start}", param, ctx)
+            return f"{text!r}: line {end} is before line {start}"
         return FileLines(found["path"], (start, end))
 
     def _without_lines(self, path: str) -> str:
         """``path`` as this option takes it: a line range dropped where none is taken."""
         found = None if self.lines else _LINE_RANGE.fullmatch(path)
         return path if found is None else found["path"]
+
+
+def settled_path(given: FileLines | None, service: MemoryService,
+                 repo: str) -> FileLines | None:
+    """``--path`` as the command takes it (``FileLines.settled``): whether memories of
+    ``repo`` cite a file is asked of every status (a deleted file's memories are
+    invalid by the next pass), as an audit read: nothing is counted as retrieved."""
+    if given is None:
+        return None
+    return given.settled(lambda path: bool(service.list_memories(
+        repo, MemoryFilter(status=None, path=path), limit=1)))
 
 
 def _in_working_copy(path: str, ctx: click.Context | None) -> bool:

@@ -75,6 +75,7 @@ __all__ = [
     "query_terms",
     "text_terms",
     "time_from_text",
+    "time_not_later",
     "time_to_text",
     "tombstone_from_row",
     "tombstone_from_values",
@@ -154,6 +155,18 @@ def time_to_text(value: datetime) -> str:
     return value.isoformat(timespec="microseconds")
 
 
+def time_not_later(value: datetime) -> str:
+    """A creation or refresh time as a store writes it: one later than now is now. No
+    memory is created or refreshed after the store takes it in, and a time ahead
+    (another machine's clock, an import) would keep its memory first, by path (newest
+    created) or in ``recent`` (newest refreshed), until the clock passed it. Postgres
+    applies the same rule with its own clock (``sql/013``, ``sql/014``)."""
+    now = utcnow()
+    if value.tzinfo is None:  # naive: UTC by convention, as time_to_text reads it
+        value = value.replace(tzinfo=UTC)
+    return time_to_text(value if value <= now else now)
+
+
 def normalize_time(value: datetime) -> datetime:
     """A time as a store reads it back: aware UTC, to the microsecond."""
     return time_from_text(time_to_text(value))
@@ -211,12 +224,8 @@ def validate_memory(memory: Memory) -> None:
 
 
 def memory_values(memory: Memory) -> tuple[Any, ...]:
-    """The ``agent_memory`` row of a memory, in ``MEMORY_COLUMNS`` order.
-
-    A creation time later than now is stored as now: no memory is created after the
-    store takes it in, and a time ahead (another machine's clock, an import) would keep
-    its memory first by path until the clock passed it (``by_path``: newest created
-    first). Postgres applies the same rule with its own clock (``sql/013``)."""
+    """The ``agent_memory`` row of a memory, in ``MEMORY_COLUMNS`` order; creation and
+    refresh times later than now as now (``time_not_later``)."""
     return (
         memory.id,
         memory.repo,
@@ -229,8 +238,8 @@ def memory_values(memory: Memory) -> tuple[Any, ...]:
         memory.supersedes,
         memory.superseded_by,
         memory.created_by,
-        min(time_to_text(memory.created_at), time_to_text(utcnow())),  # text order: time
-        time_to_text(memory.refreshed_at),
+        time_not_later(memory.created_at),
+        time_not_later(memory.refreshed_at),
         memory.verification_count,
         memory.applied_count,
         memory.verified_commit,
@@ -348,7 +357,7 @@ def transition_values(transition: Transition) -> dict[str, Any]:
         "memory_id": transition.memory_id,
         "status": transition.status.value if transition.status is not None else None,
         "invalid_reason": transition.invalid_reason,
-        "refreshed_at": (time_to_text(transition.refreshed_at)
+        "refreshed_at": (time_not_later(transition.refreshed_at)
                          if transition.refreshed_at is not None else None),
         "verified_commit": transition.verified_commit,
         "verified_ref": transition.verified_ref,

@@ -1,7 +1,9 @@
 """Compaction (seed 003): back up, prune, archive old telemetry, vacuum.
 
 ``vmem db compact`` plans first and changes nothing unless asked (``--apply``); applied,
-the steps run in this order, each one only after the one before succeeded:
+the steps run in this order, each one only after the one before succeeded (a backup
+whose store then refuses the first change, as a file this user may not write does, is
+removed again: nothing changed, and nothing is left behind):
 
 1. **Back up.** SQLite: a copy through the online backup API (consistent while other
    processes go on reading and writing). Postgres: a ``vmem db export`` of every
@@ -23,6 +25,7 @@ Supabase's REST API can neither back up nor vacuum: compact through the project'
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -114,8 +117,8 @@ def compact(store: object, planned: CompactionPlan,
     export), then prune, archive, vacuum, each after the one before succeeded."""
     if not isinstance(store, Compactable):
         raise ValidationError(f"{store!r} cannot be compacted")
-    if planned.backup is not None:
-        target = Path(planned.backup)
+    target = None if planned.backup is None else Path(planned.backup)
+    if target is not None:
         if target.exists():
             raise ValidationError(f"the backup {target} exists already: name another "
                                   "(--backup FILE)")
@@ -123,7 +126,16 @@ def compact(store: object, planned: CompactionPlan,
             back_up(target)
         except OSError as exc:
             raise StoreError(f"cannot write the backup {target}: {exc.strerror or exc}") from exc
-    pruned = store.prune()
+    try:
+        pruned = store.prune()
+    except BaseException:
+        # Nothing changed (a store that refuses writes, beside a file this user may not
+        # write, or a lock that stayed held): a backup of it is litter. Once the first
+        # change is made, the backup is what it was before and is kept.
+        if target is not None:
+            with suppress(OSError):
+                target.unlink()
+        raise
     archived = store.archive_events(planned.before)
     store.vacuum()
     return CompactionResult(plan=planned, pruned=pruned, archived=archived,

@@ -364,6 +364,9 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
     (11, "creation times never later than now, and their copies kept in step",
      _paths.CREATED_AT_MIGRATION),
     (12, "a repository's memories by category and by tag", _paths.GATHER_MIGRATION),
+    (13, "refresh times never later than now; nor either time written by hand",
+     _paths.TIMES_MIGRATION),
+    (14, "a file's citations by their last line", _paths.LINES_MIGRATION),
 )
 
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
@@ -687,9 +690,15 @@ class SQLiteStore(ClosingStore):
         # the newest memories citing the file are its first entries there, each a
         # look-up of its memory by rowid: the walk stops at the ``limit``-th memory
         # kept, however many memories cite the file. A memory citing the file twice
-        # is one group (its entries are side by side: the id follows the time).
+        # is one group (its entries are side by side: the id follows the time). For
+        # lines few citations reach (past the end of the file, near it), the walk would
+        # read every citation of the file: those that may reach them are read instead,
+        # by their last line, and sorted (``_paths.few_reach``).
+        index = "agent_memory_citation_newest"
+        if span is not None and _paths.few_reach(conn, repo, path, span[0]):
+            index = "agent_memory_citation_end"
         newest = (f"SELECT m.seq FROM agent_memory_citation c INDEXED BY "
-                  f"agent_memory_citation_newest CROSS JOIN agent_memory m "
+                  f"{index} CROSS JOIN agent_memory m "
                   f"ON m.seq = c.memory_seq WHERE c.repo = ? AND {cited} AND {kept} "
                   f"GROUP BY c.memory_created_at, c.memory_id "
                   f"ORDER BY c.memory_created_at DESC, c.memory_id LIMIT ?")
