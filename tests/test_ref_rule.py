@@ -29,6 +29,7 @@ from verified_memory import (
     WorktreeSource,
 )
 from verified_memory.models import Scope
+from verified_memory.store import open_store
 from verified_memory.store.sqlite import SQLiteStore
 from verified_memory.verify.scope import pass_scope
 
@@ -523,6 +524,48 @@ def test_an_apply_at_an_older_main_line_commit_leaves_a_later_verdict_standing(
                                           "line_end": 30}]}, ref=first)
     assert service.verify([other.id], ref=first, apply=True).verifications[0].scope \
         is Scope.VERDICT
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, db: Path) -> str:
+    """A store two services open apart, as two processes would: a SQLite file or a
+    Postgres database."""
+    return f"sqlite:///{db}" if request.param == "sqlite" else str(
+        request.getfixturevalue("pg_url"))
+
+
+def test_a_late_apply_does_not_overwrite_a_verdict_recorded_during_its_pass(
+        clone: GitRepo, store_url: str) -> None:
+    """A late apply's pass reads the memory (never judged), then checks its code; a pass
+    at the tip records its verdict meanwhile. The late apply's verdict is not written
+    over it: whether it may stand is checked again where it is written."""
+    tip_pass = MemoryService(open_store(store_url), LocalGitSource(clone.path), actor="tip")
+    late_pass = MemoryService(open_store(store_url), LocalGitSource(clone.path), actor="late")
+    with tip_pass, late_pass:
+        memory = late_pass.store({"repo": REPO, "subject": "limit", "fact": "30",
+                                  "citations": [{"path": "src/sessions.py",
+                                                 "line_start": 1}]})
+        clone.write("src/sessions.py", REDIRECTS)
+        first = clone.commit("20 redirects")
+        clone.write("src/sessions.py", SESSIONS)
+        second = clone.commit("back to 30")
+        push_main(clone)
+        seen: list[Any] = []
+
+        def meanwhile(done: int, total: int) -> None:
+            if not seen:  # once the late pass has read the memory
+                seen.append(tip_pass.verify([memory.id]))
+
+        report = late_pass.verify([memory.id], ref=first, apply=True, on_progress=meanwhile)
+        assert seen[0].verifications[0].change == "refreshed"
+        (late,) = report.verifications
+        assert (late.decision, late.change) == (Decision.INVALIDATE, None)
+        assert late.memory.status is Status.ACTIVE  # reported as it was
+        stored = late_pass.memories.get(memory.id)
+        assert (stored.status, stored.verified_commit) == (Status.ACTIVE, second)
+        assert [e.actor for e in late_pass.memories.events(
+            memory_id=memory.id, kinds=[EventKind.VERIFIED_VALID, EventKind.VERIFIED_INVALID,
+                                        EventKind.INVALIDATED])] == ["tip"]
 
 
 # --------------------------------------------------------------------------- the Python API

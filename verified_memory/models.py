@@ -24,6 +24,7 @@ from verified_memory.errors import ValidationError
 
 __all__ = [
     "MAX_LINE",
+    "NEVER_JUDGED",
     "READ_KINDS",
     "Anchor",
     "Citation",
@@ -719,16 +720,26 @@ class StoreInfo:
                 "repos": self.repos}
 
 
+#: ``Transition.expect_judged`` of a memory never judged on the main line.
+NEVER_JUDGED = ""
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """One atomic change to a stored memory, applied only if it is still ``expect``.
+    """One atomic change to a stored memory, applied only if it is still ``expect``
+    (and, for a verdict, still last judged at ``expect_judged``).
 
     Stores apply a batch of transitions in one transaction; a transition whose memory
-    is no longer in the expected status is skipped (with its events), not applied.
+    is no longer as expected is skipped (with its events), not applied.
     """
 
     memory_id: str
     expect: Status = Status.ACTIVE
+    #: A verdict's compare-and-set: the ``verified_commit`` its pass read
+    #: (``NEVER_JUDGED``: none). Whether a verdict may stand (a late apply must not
+    #: overwrite a later verdict) was decided against that commit, so the transition is
+    #: skipped if another verdict was recorded meanwhile. None: not checked.
+    expect_judged: str | None = None
     status: Status | None = None
     invalid_reason: str | None = None
     refreshed_at: datetime | None = None
@@ -745,6 +756,20 @@ class Transition:
     used_at: datetime | None = None
     promoted_to: str | None = None
     events: tuple[TelemetryEvent, ...] = ()
+
+    def expects(self, status: Status | str, judged: str | None) -> bool:
+        """Whether a memory in ``status``, last judged at ``judged`` (its
+        ``verified_commit``), still takes this transition. Every store asks inside the
+        transaction that writes it (the SQL stores' ``agent_memory_apply`` the same)."""
+        return Status(status) is self.expect and (
+            self.expect_judged is None or (judged or NEVER_JUDGED) == self.expect_judged)
+
+    def judged_after(self, judged: str | None) -> str | None:
+        """The memory's ``verified_commit`` once this transition is applied to one last
+        judged at ``judged``."""
+        if self.unconfirm:
+            return None
+        return judged if self.verified_commit is None else self.verified_commit
 
     def check(self) -> None:
         """Refuse (``ValidationError``) a transition no store may apply: counters only
@@ -765,12 +790,9 @@ class Transition:
                           else self.invalid_reason)
         if self.status is Status.ACTIVE:
             invalid_reason = None
-        if self.unconfirm:
-            verified_ref, verified_commit = None, None
-        else:
-            verified_ref = memory.verified_ref if self.verified_ref is None else self.verified_ref
-            verified_commit = (memory.verified_commit if self.verified_commit is None
-                               else self.verified_commit)
+        verified_ref = (None if self.unconfirm else memory.verified_ref
+                        if self.verified_ref is None else self.verified_ref)
+        verified_commit = self.judged_after(memory.verified_commit)
         return replaced(
             memory,
             status=status,

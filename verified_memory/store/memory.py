@@ -140,7 +140,7 @@ class InMemoryStore:
                 current = staged.get(t.memory_id) or self._memories.get(t.memory_id)
                 if current is None:
                     raise NotFound(f"memory {t.memory_id} not found")
-                if current.status != t.expect:
+                if not t.expects(current.status, current.verified_commit):
                     results.append(False)  # lost a race: skip it and its events
                     continue
                 updated = normalize_memory(t.apply_to(current))

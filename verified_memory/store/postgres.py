@@ -151,6 +151,7 @@ def transition_payload(transition: Transition) -> dict[str, Any]:
     transition.check()
     return transition_values(transition) | {
         "expect": Status(transition.expect).value,
+        "expect_judged": transition.expect_judged,
         "citations": [c.to_dict() for c in transition.citations]
         if transition.citations is not None
         else None,

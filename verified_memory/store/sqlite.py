@@ -492,9 +492,9 @@ class SQLiteStore(ClosingStore):
             # write lock is held, so the statuses cannot change under us, and the
             # transitions are decided in order as if each were its own UPDATE.
             found = {
-                memory_id: (status, repo, seq)
-                for memory_id, status, repo, seq in conn.execute(
-                    "SELECT id, status, repo, seq FROM agent_memory "
+                memory_id: (status, judged, repo, seq)
+                for memory_id, status, judged, repo, seq in conn.execute(
+                    "SELECT id, status, verified_commit, repo, seq FROM agent_memory "
                     "WHERE id IN (SELECT value FROM json_each(?))",
                     (json.dumps(ids),),
                 )
@@ -502,7 +502,8 @@ class SQLiteStore(ClosingStore):
             for memory_id in ids:
                 if memory_id not in found:
                     raise NotFound(f"memory {memory_id} not found")
-            status = {memory_id: s for memory_id, (s, _, _) in found.items()}
+            status = {memory_id: s for memory_id, (s, _, _, _) in found.items()}
+            judged = {memory_id: j for memory_id, (_, j, _, _) in found.items()}
             results: list[bool] = []
             updates: list[_Update] = []
             clauses: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]] | None] = {}
@@ -513,11 +514,12 @@ class SQLiteStore(ClosingStore):
             for transition in transitions:
                 memory_id, citations = transition.memory_id, transition.citations
                 first, offset = offset, offset + len(transition.events)
-                if status[memory_id] != transition.expect.value:
+                if not transition.expects(status[memory_id], judged[memory_id]):
                     results.append(False)  # lost a race: skip it and its events
                     continue
                 if transition.status is not None:
                     status[memory_id] = transition.status.value
+                judged[memory_id] = transition.judged_after(judged[memory_id])
                 # Transitions that change the same (a pass's refreshes) share one clause.
                 shape = _CHANGES(transition)
                 if shape in clauses:
@@ -525,9 +527,9 @@ class SQLiteStore(ClosingStore):
                 else:
                     sets = clauses[shape] = _update(transition_values(transition))
                 if sets is not None:  # by row number: no look-up of the id again
-                    updates.append((*sets, found[memory_id][2]))
+                    updates.append((*sets, found[memory_id][3]))
                 if citations is not None:
-                    repo = found[memory_id][1]
+                    repo = found[memory_id][2]
                     rewritten[memory_id] = [citation_values(memory_id, repo, i, c)
                                             for i, c in enumerate(citations)]
                 event_rows += all_rows[first:offset]
@@ -1056,7 +1058,8 @@ _Update = tuple[str, tuple[Any, ...], int]
 #: What a transition changes of its memory's row (every field that ``_update`` reads
 #: but the id): transitions alike in these have one SET clause.
 _CHANGES = attrgetter(*(name for name in Transition.__slots__
-                        if name not in ("memory_id", "expect", "citations", "events")))
+                        if name not in ("memory_id", "expect", "expect_judged", "citations",
+                                        "events")))
 
 
 def _update(values: dict[str, Any]) -> tuple[str, tuple[Any, ...]] | None:

@@ -24,6 +24,7 @@ from typing import Any
 
 from verified_memory.errors import NotFound, SourceUnavailable, VerifiedMemoryError
 from verified_memory.models import (
+    NEVER_JUDGED,
     Citation,
     CitationCheck,
     Decision,
@@ -349,7 +350,8 @@ class VerificationPass:
                 {"by": "verification", **where})
         valid, refreshed = details
         return Transition(
-            memory.id, expect=memory.status, refreshed_at=now, add_verifications=1,
+            memory.id, expect=memory.status, expect_judged=_judged(memory),
+            refreshed_at=now, add_verifications=1,
             verified_commit=scope.revision, verified_ref=scope.verdict_ref,
             events=(TelemetryEvent(EventKind.VERIFIED_VALID, memory.repo, memory.id,
                                    self.actor, now, valid),
@@ -381,7 +383,8 @@ class VerificationPass:
         # dashboards can sum the cost of verification from telemetry alone.
         if decision is Decision.INVALIDATE:
             return Transition(
-                memory.id, status=Status.INVALID, invalid_reason=reason, add_verifications=1,
+                memory.id, expect_judged=_judged(memory), status=Status.INVALID,
+                invalid_reason=reason, add_verifications=1,
                 verified_ref=scope.verdict_ref, verified_commit=revision,
                 events=(self._event(EventKind.VERIFIED_INVALID, memory, None, at, **where,
                                     **outcomes, pass_requests=requests),
@@ -407,7 +410,8 @@ class VerificationPass:
         citations = tuple(_advance(c, revision, files, keep_pins=contained is None
                                    or c.citation.sha in contained) for c in checks)
         return Transition(
-            memory.id, expect=memory.status, status=Status.ACTIVE if revived else None,
+            memory.id, expect=memory.status, expect_judged=_judged(memory),
+            status=Status.ACTIVE if revived else None,
             refreshed_at=now, add_verifications=1, verified_commit=revision,
             verified_ref=scope.verdict_ref,
             citations=citations if citations != memory.citations else None,
@@ -449,6 +453,14 @@ def _requests(source: CodeSource, *, before_pass: bool = False) -> int:
     if not isinstance(source, CountsRequests):
         return 0
     return source.requests_before_pass if before_pass else source.requests
+
+
+def _judged(memory: Memory) -> str:
+    """A verdict's compare-and-set (``Transition.expect_judged``): the commit the memory
+    was last judged at as this pass read it. Whether the verdict may stand (``behind``,
+    ``_to_place``) was decided against it; a verdict another pass recorded since makes
+    the store skip this one, so a late apply never overwrites a later verdict."""
+    return memory.verified_commit or NEVER_JUDGED
 
 
 def _change(transition: Transition) -> str:
