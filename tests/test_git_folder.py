@@ -288,6 +288,38 @@ def test_on_a_branch_hand_edits_and_deletions_are_held_back_until_applied(
     assert ok(capsys, "show", deleted)["status"] == "invalid"
 
 
+def test_an_apply_where_the_main_line_cannot_be_told_holds_edits_back(
+        clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    # Without origin and with no main or master, nothing says the commit is on the main
+    # line: --apply is refused by the ref rule (before, it superseded and invalidated).
+    edited = store(capsys, "Edited", "app/net.py:1-2")
+    deleted = store(capsys, "Deleted", "app/net.py:5-6")
+    ok(capsys, "git", "export", "--repo", REPO)
+    clone.commit("[memory] export")
+    clone.run("remote", "remove", "origin")
+    clone.run("branch", "-m", "main", "trunk")
+    folder = clone.path / ".memory" / "uncategorized"
+    (path,) = folder.glob(f"{edited}_*.md")
+    path.write_text(path.read_text().replace("Edited: the fact.", "Edited: reworded."))
+    next(folder.glob(f"{deleted}_*.md")).unlink()
+    clone.commit("reword one memory, drop another")
+    code, out, err = vmem(capsys, "git", "import", "--apply", "--json")
+    assert code == 0, err
+    done = json.loads(out)
+    assert (done["superseded"], done["invalidated"]) == ([], [])
+    assert sorted(done["held_back"]) == sorted([edited, deleted])
+    (why,) = done["held_why"]
+    assert why.startswith("not applied at ")
+    assert "cannot tell which branch is this repository's main line" in why
+    assert ok(capsys, "show", edited)["status"] == "active"
+    assert ok(capsys, "show", deleted)["status"] == "active"
+    code, _, err = vmem(capsys, "git", "import", "--apply")
+    assert code == 0
+    (line,) = [line for line in err.splitlines() if "held back" in line]
+    assert "cannot tell which branch" in line
+    assert "Traceback" not in err
+
+
 def test_a_range_narrowed_by_hand_is_fingerprinted_again(
         clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     memory, path = exported(clone, capsys, "Narrowed", "app/net.py:1-4")

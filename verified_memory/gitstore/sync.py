@@ -155,6 +155,8 @@ class ImportResult:
     # Edited or deleted files read off the main line's tip: what they would change, kept
     # for an import there (the ref rule: a branch's folder is a proposal until merged).
     held_back: tuple[str, ...] = ()
+    #: why they were held back: the scope of each repository that held some back
+    held_why: tuple[str, ...] = ()
     #: memories this store held whose tombstone the folder has: forgotten here too
     erased: tuple[str, ...] = ()
     #: pending memories whose file was deleted: not changed (`vmem reject` decides)
@@ -167,7 +169,8 @@ class ImportResult:
                 "unreviewed": list(self.unreviewed),
                 "events": self.events,
                 "tombstones": self.tombstones, "verified": self.verified,
-                "scope": self.scope, "held_back": list(self.held_back)}
+                "scope": self.scope, "held_back": list(self.held_back),
+                "held_why": list(self.held_why)}
 
 
 def _editable(memory: Memory) -> tuple[Any, ...]:
@@ -290,7 +293,8 @@ def import_folder(service: MemoryService, folder: Path, *, ref: str = "HEAD",
     plan = plan or plan_import(service, folder, ref=ref)
     changed = ({e.old.repo for e in plan.edits} | {m.repo for m in plan.deleted}
                | {t.repo for t in plan.forget})
-    judges = {repo: service.scope(repo, ref=ref, apply=apply).judges for repo in changed}
+    scopes = {repo: service.scope(repo, ref=ref, apply=apply) for repo in changed}
+    judges = {repo: scope.judges for repo, scope in scopes.items()}
     edits = [e for e in plan.edits if judges[e.old.repo]]
     deleted = [m for m in plan.deleted if judges[m.repo]]
     held_back = (tuple(e.old.id for e in plan.edits if not judges[e.old.repo])
@@ -326,4 +330,6 @@ def import_folder(service: MemoryService, folder: Path, *, ref: str = "HEAD",
                         forgotten=plan.forgotten, events=counts.events,
                         tombstones=counts.tombstones, verified=verified, scope=scope,
                         held_back=held_back, erased=tuple(erased),
+                        held_why=tuple(dict.fromkeys(
+                            scope.why for scope in scopes.values() if not scope.judges)),
                         unreviewed=plan.unreviewed)
