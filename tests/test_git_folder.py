@@ -256,18 +256,30 @@ def test_hand_edits_supersede_and_deletions_invalidate(
     assert "\nstatus: invalid\n" in next(folder.glob(f"{deleted}_*.md")).read_text()
 
 
-def test_on_a_branch_hand_edits_and_deletions_are_held_back_until_applied(
-        clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+def exported_pair(clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    """Two memories stored and exported (not committed): the ids of the one a pull
+    request will edit and of the one it will delete."""
     edited = store(capsys, "Edited", "app/net.py:1-2")
     deleted = store(capsys, "Deleted", "app/net.py:5-6")
     ok(capsys, "git", "export", "--repo", REPO)
-    on_main(clone, "[memory] export")
-    clone.run("checkout", "-q", "-b", "proposal")
+    return edited, deleted
+
+
+def reword_one_drop_the_other(clone: GitRepo, edited: str, deleted: str) -> None:
+    """A pull request's commit: one memory's fact reworded, the other's file deleted."""
     folder = clone.path / ".memory" / "uncategorized"
     (path,) = folder.glob(f"{edited}_*.md")
     path.write_text(path.read_text().replace("Edited: the fact.", "Edited: reworded."))
     next(folder.glob(f"{deleted}_*.md")).unlink()
     clone.commit("a pull request rewords one memory and drops another")
+
+
+def test_on_a_branch_hand_edits_and_deletions_are_held_back_until_applied(
+        clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    edited, deleted = exported_pair(clone, capsys)
+    on_main(clone, "[memory] export")
+    clone.run("checkout", "-q", "-b", "proposal")
+    reword_one_drop_the_other(clone, edited, deleted)
     done = ok(capsys, "git", "import")  # a branch: a proposal, not the main line
     assert (done["superseded"], done["invalidated"]) == ([], [])
     assert sorted(done["held_back"]) == sorted([edited, deleted])
@@ -292,17 +304,11 @@ def test_an_apply_where_the_main_line_cannot_be_told_holds_edits_back(
         clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     # Without origin and with no main or master, nothing says the commit is on the main
     # line: --apply is refused by the ref rule (before, it superseded and invalidated).
-    edited = store(capsys, "Edited", "app/net.py:1-2")
-    deleted = store(capsys, "Deleted", "app/net.py:5-6")
-    ok(capsys, "git", "export", "--repo", REPO)
+    edited, deleted = exported_pair(clone, capsys)
     clone.commit("[memory] export")
     clone.run("remote", "remove", "origin")
     clone.run("branch", "-m", "main", "trunk")
-    folder = clone.path / ".memory" / "uncategorized"
-    (path,) = folder.glob(f"{edited}_*.md")
-    path.write_text(path.read_text().replace("Edited: the fact.", "Edited: reworded."))
-    next(folder.glob(f"{deleted}_*.md")).unlink()
-    clone.commit("reword one memory, drop another")
+    reword_one_drop_the_other(clone, edited, deleted)
     code, out, err = vmem(capsys, "git", "import", "--apply", "--json")
     assert code == 0, err
     done = json.loads(out)

@@ -227,7 +227,7 @@ def test_apply_sends_the_batch_and_reads_which_were_applied(store: SupabaseStore
     ])
     assert results == [True, False]
     [(_, path, _, body)] = http.calls()
-    assert path == "/rest/v1/rpc/agent_memory_apply"
+    assert path == "/rest/v1/rpc/agent_memory_apply_judged"
     assert body == {"p_transitions": [
         {"memory_id": "m1", "expect": "active", "expect_judged": "",
          "status": "invalid", "invalid_reason": "gone",

@@ -760,7 +760,7 @@ class Transition:
     def expects(self, status: Status | str, judged: str | None) -> bool:
         """Whether a memory in ``status``, last judged at ``judged`` (its
         ``verified_commit``), still takes this transition. Every store asks inside the
-        transaction that writes it (the SQL stores' ``agent_memory_apply`` the same)."""
+        transaction that writes it (the SQL stores' ``agent_memory_apply_judged``)."""
         return Status(status) is self.expect and (
             self.expect_judged is None or (judged or NEVER_JUDGED) == self.expect_judged)
 
