@@ -376,6 +376,25 @@ def test_a_pending_memory_whose_file_was_deleted_stays_pending_and_is_named(
     assert ok(capsys, "show", rule)["status"] == "pending"
 
 
+def test_a_hand_edit_of_an_approved_rule_is_one_correction_waiting_for_approval(
+        clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    # The edit supersedes the rule only once approved; until then the rule stays active,
+    # and importing the folder again does not propose the correction twice.
+    rule = store(capsys, "Refunds", "app/net.py:1-2", "--category", "business_rule")
+    ok(capsys, "approve", rule, "--by", "bob")
+    ok(capsys, "git", "export", "--repo", REPO)
+    path = next((clone.path / ".memory").rglob(f"{rule}_*.md"))
+    path.write_text(path.read_text().replace("Refunds: the fact.", "Refunds: reworded."))
+    on_main(clone, "reword a rule")
+    ((old, new),) = ok(capsys, "git", "import")["superseded"]
+    assert old == rule
+    assert ok(capsys, "show", new)["status"] == "pending"
+    assert ok(capsys, "show", rule)["status"] == "active"
+    again = ok(capsys, "git", "import")
+    assert (again["superseded"], again["unchanged"]) == ([], 1)
+    assert [m["id"] for m in ok(capsys, "pending", "--repo", REPO)] == [new]
+
+
 def test_a_merge_conflict_left_in_a_memory_file_is_refused(
         clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     memory, path = exported(clone, capsys, "Conflicted", "app/net.py:1-2")

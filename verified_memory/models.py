@@ -755,6 +755,13 @@ class Transition:
     add_failures: int = 0
     used_at: datetime | None = None
     promoted_to: str | None = None
+    #: The memory that now replaces this one (approving a correction retires what it
+    #: corrects).
+    superseded_by: str | None = None
+    #: Another memory that must be in a status for this transition to apply, checked as
+    #: ``expect`` is (after the transitions before it in the batch): two transitions that
+    #: each require the other's memory apply together or not at all.
+    requires: tuple[str, Status] | None = None
     events: tuple[TelemetryEvent, ...] = ()
 
     def expects(self, status: Status | str, judged: str | None) -> bool:
@@ -763,6 +770,15 @@ class Transition:
         transaction that writes it (the SQL stores' ``agent_memory_apply_judged``)."""
         return Status(status) is self.expect and (
             self.expect_judged is None or (judged or NEVER_JUDGED) == self.expect_judged)
+
+    def required(self, statuses: Mapping[str, Status | str]) -> bool:
+        """Whether ``requires`` holds, given the statuses of the memories it may name
+        (a memory missing from them, e.g. forgotten, fails it)."""
+        if self.requires is None:
+            return True
+        memory_id, status = self.requires
+        found = statuses.get(memory_id)
+        return found is not None and Status(found) is status
 
     def judged_after(self, judged: str | None) -> str | None:
         """The memory's ``verified_commit`` once this transition is applied to one last
@@ -807,6 +823,8 @@ class Transition:
             failure_count=memory.failure_count + self.add_failures,
             used_at=memory.used_at if self.used_at is None else self.used_at,
             promoted_to=memory.promoted_to if self.promoted_to is None else self.promoted_to,
+            superseded_by=(memory.superseded_by if self.superseded_by is None
+                           else self.superseded_by),
         )
 
 

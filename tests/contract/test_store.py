@@ -804,6 +804,41 @@ def test_apply_skips_a_verdict_once_another_verdict_was_recorded(store: MemorySt
         "f" * 40, 3, 1)
 
 
+def test_apply_of_two_transitions_that_require_each_other_is_all_or_nothing(
+        store: MemoryStore) -> None:
+    # Approving a correction retires what it corrects: each transition requires the
+    # other's memory, so they apply together, or neither does when either memory moved
+    # on (checked after the transitions before it in the batch).
+    def approval(new: Memory, old: Memory) -> list[Transition]:
+        return [Transition(new.id, expect=Status.PENDING, status=Status.ACTIVE,
+                           requires=(old.id, Status.ACTIVE),
+                           events=(event(EventKind.APPROVED, new.id),)),
+                Transition(old.id, status=Status.SUPERSEDED, superseded_by=new.id,
+                           requires=(new.id, Status.ACTIVE),
+                           events=(event(EventKind.SUPERSEDED, old.id),))]
+
+    old = mem(subject="old")
+    new = mem(subject="new", status=Status.PENDING, supersedes=old.id)
+    rejected = mem(subject="rejected", status=Status.INVALID, supersedes=old.id)
+    for m in (old, new, rejected):
+        store.add(m)
+    assert store.apply(approval(rejected, old)) == [False, False]
+    assert store.get(old.id) == old
+    assert store.apply(approval(new, old)) == [True, True]
+    expected = approval(new, old)[1].apply_to(old)
+    assert store.get(old.id) == expected
+    assert (expected.status, expected.superseded_by) == (Status.SUPERSEDED, new.id)
+    assert store.get(new.id).status is Status.ACTIVE
+    assert sorted(e.kind.value for e in store.events(repo=REPO)) == ["approved",
+                                                                    "superseded"]
+    # The memory it corrects retired meanwhile: nothing applies, nothing is logged.
+    later = mem(subject="later", status=Status.PENDING, supersedes=old.id)
+    store.add(later)
+    assert store.apply(approval(later, old)) == [False, False]
+    assert store.get(later.id).status is Status.PENDING
+    assert len(store.events(repo=REPO)) == 2
+
+
 def test_apply_can_expect_another_status(store: MemoryStore) -> None:
     m = mem(status=Status.PENDING)
     store.add(m)

@@ -167,7 +167,11 @@ def supersede(env: Env, /, old_id: str, repo: str | None, as_json: bool, ref: st
         old = service.memories.get(service.resolve(old_id))
         new = memory_input(input_file, repo, lambda: old.repo, flags, cites)
         memory = service.supersede(old_id, new, ref=ref)
-    env.out.done(memory, f"stored {memory.id}, superseding {old_id}")
+    if memory.status is Status.PENDING:
+        env.out.done(memory, f"stored {memory.id}, pending approval: it supersedes "
+                             f"{memory.supersedes} once approved, which stays active until then")
+    else:
+        env.out.done(memory, f"stored {memory.id}, superseding {memory.supersedes}")
 
 
 @cli.command()

@@ -179,20 +179,13 @@ def _editable(memory: Memory) -> tuple[Any, ...]:
             tuple((c.path, c.line_start, c.line_end) for c in memory.citations))
 
 
-def _successor_matches(store: MemoryStore, old: Memory, wanted: Memory) -> bool:
-    """Whether the supersede chain after ``old`` reaches a memory saying what ``wanted``
-    says (a hand edit imported before)."""
-    current = old
-    for _ in range(100):  # a chain is short; a cycle in a corrupt store is not followed
-        if current.superseded_by is None:
-            return False
-        try:
-            current = store.get(current.superseded_by)
-        except NotFound:
-            return False
-        if _editable(current) == _editable(wanted):
-            return True
-    return False
+def _successor_matches(service: MemoryService, old: Memory, wanted: Memory) -> bool:
+    """Whether the supersede chain after ``old`` (corrections waiting for approval
+    included: ``MemoryService.history``) reaches a memory saying what ``wanted`` says (a
+    hand edit imported before)."""
+    chain = service.history(old.id)
+    later = chain[[m.id for m in chain].index(old.id) + 1:]
+    return any(_editable(m) == _editable(wanted) for m in later)
 
 
 def plan_import(service: MemoryService, folder: Path, *, ref: str = "HEAD") -> ImportPlan:
@@ -218,7 +211,7 @@ def plan_import(service: MemoryService, folder: Path, *, ref: str = "HEAD") -> I
         if held.repo != memory.repo:
             raise ValidationError(f"{where}: repo is {memory.repo}, but memory {memory.id} "
                                   f"is in {held.repo}")
-        if _editable(held) == _editable(memory) or _successor_matches(store, held, memory):
+        if _editable(held) == _editable(memory) or _successor_matches(service, held, memory):
             unchanged += 1
             continue
         if held.status is not Status.ACTIVE:

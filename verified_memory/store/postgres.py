@@ -152,6 +152,8 @@ def transition_payload(transition: Transition) -> dict[str, Any]:
     return transition_values(transition) | {
         "expect": Status(transition.expect).value,
         "expect_judged": transition.expect_judged,
+        "requires": None if transition.requires is None else {
+            "memory_id": transition.requires[0], "status": transition.requires[1].value},
         "citations": [c.to_dict() for c in transition.citations]
         if transition.citations is not None
         else None,

@@ -487,6 +487,7 @@ class SQLiteStore(ClosingStore):
         # per transition below.
         all_rows = events_values([e for t in transitions for e in t.events])
         ids = list(dict.fromkeys(t.memory_id for t in transitions))
+        required = [t.requires[0] for t in transitions if t.requires is not None]
         with self._write("applying transitions") as conn:
             # One read of every status, then each kind of row in one statement: the
             # write lock is held, so the statuses cannot change under us, and the
@@ -496,7 +497,7 @@ class SQLiteStore(ClosingStore):
                 for memory_id, status, judged, repo, seq in conn.execute(
                     "SELECT id, status, verified_commit, repo, seq FROM agent_memory "
                     "WHERE id IN (SELECT value FROM json_each(?))",
-                    (json.dumps(ids),),
+                    (json.dumps([*ids, *required]),),
                 )
             }
             for memory_id in ids:
@@ -514,7 +515,8 @@ class SQLiteStore(ClosingStore):
             for transition in transitions:
                 memory_id, citations = transition.memory_id, transition.citations
                 first, offset = offset, offset + len(transition.events)
-                if not transition.expects(status[memory_id], judged[memory_id]):
+                if not (transition.expects(status[memory_id], judged[memory_id])
+                        and transition.required(status)):
                     results.append(False)  # lost a race: skip it and its events
                     continue
                 if transition.status is not None:
@@ -1058,8 +1060,8 @@ _Update = tuple[str, tuple[Any, ...], int]
 #: What a transition changes of its memory's row (every field that ``_update`` reads
 #: but the id): transitions alike in these have one SET clause.
 _CHANGES = attrgetter(*(name for name in Transition.__slots__
-                        if name not in ("memory_id", "expect", "expect_judged", "citations",
-                                        "events")))
+                        if name not in ("memory_id", "expect", "expect_judged", "requires",
+                                        "citations", "events")))
 
 
 def _update(values: dict[str, Any]) -> tuple[str, tuple[Any, ...]] | None:
@@ -1085,7 +1087,7 @@ def _update(values: dict[str, Any]) -> tuple[str, tuple[Any, ...]] | None:
     if values["unconfirm"]:
         sets += ["verified_commit = NULL", "verified_ref = NULL"]
     for column in ("refreshed_at", "verified_commit", "verified_ref", "used_at",
-                   "promoted_to"):
+                   "promoted_to", "superseded_by"):
         if values[column] is not None and not (values["unconfirm"]
                                                and column.startswith("verified_")):
             assign(column, values[column])
