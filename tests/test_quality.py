@@ -560,6 +560,36 @@ def test_cli_store_pending_approve_reject_and_promote(
     assert stats["by_status"]["invalid"] == 2
 
 
+def test_a_promoted_memory_that_breaks_says_its_rule_is_stale(
+        repo: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before, the rule stayed in AGENTS.md and nothing said so: `vmem show` read only
+    # "promoted into AGENTS.md". The file itself is left as it is: a verification never
+    # edits a rules file.
+    stored = vmem_json(capsys, "store", "--subject", "Retry budget", "--fact",
+                       "fetch retries MAX_RETRIES times", "--cite", "net/fetch.py:6-11")
+    with service_for(repo, db) as svc:
+        svc.memories.apply([Transition(stored["id"], add_applications=3, add_successes=3)])
+    vmem_json(capsys, "promote", stored["id"], "--to", "AGENTS.md")
+    rule = (repo.path / "AGENTS.md").read_text()
+    repo.write("net/fetch.py", NET.replace("for _ in range(MAX_RETRIES):",
+                                           "while True:"))
+    repo.commit("retry for ever")
+    code, out, err = vmem(capsys, "verify")
+    assert code == 0, err
+    assert "1 invalidated" in out
+    (line,) = [line for line in err.splitlines() if "stale" in line]
+    assert line == ("vmem: 1 invalidated memory was promoted into AGENTS.md: its rule there "
+                    f"is stale now; take it out by hand: {stored['id'][:8]}")
+    assert (repo.path / "AGENTS.md").read_text() == rule
+    shown = vmem_json(capsys, "show", stored["id"])
+    assert (shown["status"], shown["stale_rule"]) == ("invalid", "AGENTS.md")
+    code, out, _ = vmem(capsys, "show", stored["id"])
+    assert "where its rule is stale now (the memory is invalid)" in " ".join(out.split())
+    (invalidated,) = vmem_json(capsys, "log", stored["id"], "--kind", "invalidated")
+    assert invalidated["what"] == "invalidated; its rule in AGENTS.md is stale now"
+    assert vmem_json(capsys, "verify", "--json")["stale_rules"] == {}  # said once
+
+
 def test_cli_search_safe_mode_and_filters(repo: GitRepo, capsys: pytest.CaptureFixture[str]
                                           ) -> None:
     vmem_json(capsys, "store", "--subject", "Retry loop", "--fact", "retry in fetch",

@@ -225,4 +225,6 @@ def _what(kind: EventKind, detail: dict[str, Any]) -> str:
     if detail.get("by") and kind in (EventKind.REFRESHED, EventKind.APPROVED,
                                      EventKind.REJECTED):
         said = f"by {detail['by']}"
-    return f"{kind.value} {said}".strip() if said else kind.value
+    stale = (f"; its rule in {detail['stale_rule']} is stale now"
+             if detail.get("stale_rule") else "")
+    return (f"{kind.value} {said}".strip() if said else kind.value) + stale

@@ -489,6 +489,14 @@ class Memory:
                 and rate is not None and rate >= VALIDATED_MIN_SUCCESS)
 
     @property
+    def stale_rule(self) -> str | None:
+        """The rules file holding a rule this memory no longer backs: it was promoted,
+        then invalidated or superseded. The rule stays until a person takes it out
+        (a verification never edits a rules file)."""
+        retired = self.status in (Status.INVALID, Status.SUPERSEDED)
+        return self.promoted_to if retired else None
+
+    @property
     def poor(self) -> bool:
         """Applying it mostly did not help: flagged, and left out of context."""
         rate = self.success_rate

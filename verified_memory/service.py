@@ -79,6 +79,7 @@ from verified_memory.verify.passes import (
     VerificationPass,
     VerificationReport,
     collector_paused,
+    stale_rule_detail,
 )
 from verified_memory.verify.scope import PassScope, pass_scope
 
@@ -401,8 +402,8 @@ class MemoryService:
         self.memories.supersede(old_id, built, [
             replace(self._event(EventKind.CREATED, built, citations=len(built.citations),
                                 supersedes=old_id), actor=built.created_by),
-            replace(self._event(EventKind.SUPERSEDED, old, superseded_by=built.id),
-                    actor=built.created_by),
+            replace(self._event(EventKind.SUPERSEDED, old, superseded_by=built.id,
+                                **stale_rule_detail(old)), actor=built.created_by),
         ])
         return built
 
@@ -438,7 +439,8 @@ class MemoryService:
         memory = self._memory(memory_id)
         return self._transition(memory, Transition(
             memory.id, status=Status.INVALID, invalid_reason=why,
-            events=(self._event(EventKind.INVALIDATED, memory, reason=why),)),
+            events=(self._event(EventKind.INVALIDATED, memory, reason=why,
+                                **stale_rule_detail(memory)),)),
             "invalidate")
 
     def log_applied(self, memory_id: str, **detail: Any) -> Memory:
@@ -990,7 +992,8 @@ class MemoryService:
         """Approve a correction and retire the memory it corrects, together or not at
         all: each transition requires the other's memory (``Transition.requires``)."""
         retired = replace(self._event(EventKind.SUPERSEDED, corrected, superseded_by=memory.id,
-                                      approved_by=approver), actor=approver)
+                                      approved_by=approver, **stale_rule_detail(corrected)),
+                          actor=approver)
         approval = replace(approval, requires=(corrected.id, Status.ACTIVE))
         retirement = Transition(corrected.id, status=Status.SUPERSEDED,
                                 superseded_by=memory.id, requires=(memory.id, Status.ACTIVE),

@@ -49,7 +49,8 @@ from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
 from verified_memory.verify.scope import PassScope, pass_scope
 
-__all__ = ["APPLY_BATCH", "VerificationPass", "VerificationReport", "collector_paused"]
+__all__ = ["APPLY_BATCH", "VerificationPass", "VerificationReport", "collector_paused",
+           "stale_rule_detail"]
 
 Progress = Callable[[int, int], None]
 #: A decision: the verification as the pass reports it if its transition (None: no
@@ -105,6 +106,12 @@ class VerificationReport:
         return sum(1 for v in self.verifications if v.scope is Scope.BEHIND)
 
     @property
+    def stale_rules(self) -> list[Memory]:
+        """Promoted memories this pass invalidated: their rules are stale now."""
+        return [v.memory for v in self.verifications
+                if v.change == "invalidated" and v.memory.stale_rule]
+
+    @property
     def passed(self) -> list[Memory]:
         return [v.memory for v in self.verifications if v.passed]
 
@@ -128,6 +135,7 @@ class VerificationReport:
             "unmerged": self.unmerged,
             "not_in_clone": self.not_in_clone,
             "behind": self.behind,
+            "stale_rules": {m.id: m.stale_rule for m in self.stale_rules},
             "memories": [v.to_dict() for v in self.verifications],
         }
 
@@ -389,7 +397,7 @@ class VerificationPass:
                 events=(self._event(EventKind.VERIFIED_INVALID, memory, None, at, **where,
                                     **outcomes, pass_requests=requests),
                         self._event(EventKind.INVALIDATED, memory, None, at, reason=reason,
-                                    **where)))
+                                    **where, **stale_rule_detail(memory))))
         events = [self._event(EventKind.VERIFIED_VALID, memory, None, at, **where,
                               **outcomes, pass_requests=requests)]
         events += [self._event(EventKind.RELOCATED, memory, None, at, **where,
@@ -453,6 +461,12 @@ def _requests(source: CodeSource, *, before_pass: bool = False) -> int:
     if not isinstance(source, CountsRequests):
         return 0
     return source.requests_before_pass if before_pass else source.requests
+
+
+def stale_rule_detail(memory: Memory) -> dict[str, str]:
+    """What an event retiring ``memory`` adds when it was promoted: the rules file
+    whose rule is stale now (people take it out; a pass never edits a rules file)."""
+    return {"stale_rule": memory.promoted_to} if memory.promoted_to else {}
 
 
 def _judged(memory: Memory) -> str:
