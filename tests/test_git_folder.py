@@ -256,18 +256,30 @@ def test_hand_edits_supersede_and_deletions_invalidate(
     assert "\nstatus: invalid\n" in next(folder.glob(f"{deleted}_*.md")).read_text()
 
 
-def test_on_a_branch_hand_edits_and_deletions_are_held_back_until_applied(
-        clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+def exported_pair(clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    """Two memories stored and exported (not committed): the ids of the one a pull
+    request will edit and of the one it will delete."""
     edited = store(capsys, "Edited", "app/net.py:1-2")
     deleted = store(capsys, "Deleted", "app/net.py:5-6")
     ok(capsys, "git", "export", "--repo", REPO)
-    on_main(clone, "[memory] export")
-    clone.run("checkout", "-q", "-b", "proposal")
+    return edited, deleted
+
+
+def reword_one_drop_the_other(clone: GitRepo, edited: str, deleted: str) -> None:
+    """A pull request's commit: one memory's fact reworded, the other's file deleted."""
     folder = clone.path / ".memory" / "uncategorized"
     (path,) = folder.glob(f"{edited}_*.md")
     path.write_text(path.read_text().replace("Edited: the fact.", "Edited: reworded."))
     next(folder.glob(f"{deleted}_*.md")).unlink()
     clone.commit("a pull request rewords one memory and drops another")
+
+
+def test_on_a_branch_hand_edits_and_deletions_are_held_back_until_applied(
+        clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    edited, deleted = exported_pair(clone, capsys)
+    on_main(clone, "[memory] export")
+    clone.run("checkout", "-q", "-b", "proposal")
+    reword_one_drop_the_other(clone, edited, deleted)
     done = ok(capsys, "git", "import")  # a branch: a proposal, not the main line
     assert (done["superseded"], done["invalidated"]) == ([], [])
     assert sorted(done["held_back"]) == sorted([edited, deleted])
@@ -286,6 +298,32 @@ def test_on_a_branch_hand_edits_and_deletions_are_held_back_until_applied(
     assert [old for old, _ in applied["superseded"]] == [edited]
     assert applied["invalidated"] == [deleted]
     assert ok(capsys, "show", deleted)["status"] == "invalid"
+
+
+def test_an_apply_where_the_main_line_cannot_be_told_holds_edits_back(
+        clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    # Without origin and with no main or master, nothing says the commit is on the main
+    # line: --apply is refused by the ref rule (before, it superseded and invalidated).
+    edited, deleted = exported_pair(clone, capsys)
+    clone.commit("[memory] export")
+    clone.run("remote", "remove", "origin")
+    clone.run("branch", "-m", "main", "trunk")
+    reword_one_drop_the_other(clone, edited, deleted)
+    code, out, err = vmem(capsys, "git", "import", "--apply", "--json")
+    assert code == 0, err
+    done = json.loads(out)
+    assert (done["superseded"], done["invalidated"]) == ([], [])
+    assert sorted(done["held_back"]) == sorted([edited, deleted])
+    (why,) = done["held_why"]
+    assert why.startswith("not applied at ")
+    assert "cannot tell which branch is this repository's main line" in why
+    assert ok(capsys, "show", edited)["status"] == "active"
+    assert ok(capsys, "show", deleted)["status"] == "active"
+    code, _, err = vmem(capsys, "git", "import", "--apply")
+    assert code == 0
+    (line,) = [line for line in err.splitlines() if "held back" in line]
+    assert "cannot tell which branch" in line
+    assert "Traceback" not in err
 
 
 def test_a_range_narrowed_by_hand_is_fingerprinted_again(
@@ -336,6 +374,25 @@ def test_a_pending_memory_whose_file_was_deleted_stays_pending_and_is_named(
     assert "1 pending memory whose file was deleted" in err
     assert rule[:8] in err
     assert ok(capsys, "show", rule)["status"] == "pending"
+
+
+def test_a_hand_edit_of_an_approved_rule_is_one_correction_waiting_for_approval(
+        clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    # The edit supersedes the rule only once approved; until then the rule stays active,
+    # and importing the folder again does not propose the correction twice.
+    rule = store(capsys, "Refunds", "app/net.py:1-2", "--category", "business_rule")
+    ok(capsys, "approve", rule, "--by", "bob")
+    ok(capsys, "git", "export", "--repo", REPO)
+    path = next((clone.path / ".memory").rglob(f"{rule}_*.md"))
+    path.write_text(path.read_text().replace("Refunds: the fact.", "Refunds: reworded."))
+    on_main(clone, "reword a rule")
+    ((old, new),) = ok(capsys, "git", "import")["superseded"]
+    assert old == rule
+    assert ok(capsys, "show", new)["status"] == "pending"
+    assert ok(capsys, "show", rule)["status"] == "active"
+    again = ok(capsys, "git", "import")
+    assert (again["superseded"], again["unchanged"]) == ([], 1)
+    assert [m["id"] for m in ok(capsys, "pending", "--repo", REPO)] == [new]
 
 
 def test_a_merge_conflict_left_in_a_memory_file_is_refused(

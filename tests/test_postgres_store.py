@@ -830,7 +830,7 @@ def test_a_refresh_time_later_than_now_is_the_databases_now(
                         "where id = 'edited'") == [(True,)]
     _migrated_to(pg_empty_url, tmp_path, 13, {"id": "ahead",
                                                "refreshed_at": "2099-01-01T00:00:00+00:00"})
-    assert migrate(pg_empty_url) == ["014"]
+    assert migrate(pg_empty_url)[:1] == ["014"]
     assert _sql(pg_empty_url, "select id from agent_memory where refreshed_at > now()") == []
 
 

@@ -226,6 +226,46 @@ def test_a_business_rule_proposed_again_is_not_queued_twice(
         assert created.detail["pending"] == "category business_rule needs approval"
 
 
+def test_a_correction_that_needs_approval_retires_the_approved_memory_once_approved(
+        repo: GitRepo, db: Path) -> None:
+    # Before, the approved rule was superseded the moment its correction was proposed:
+    # nothing of it was injected while the correction waited, nor after a rejection.
+    rule = memory("Retry budget", "fetch retries MAX_RETRIES times, then gives up.",
+                  category="business_rule")
+    with service_for(repo, db) as alice:
+        approved = alice.store(rule).memory
+        alice.approve(approved.id, by="bob")
+        fix = {**rule, "fact": "fetch gives up after MAX_RETRIES tries.",
+               "created_by": "carol"}
+        first = alice.supersede(approved.id, fix)
+        assert (first.status, first.supersedes) == (Status.PENDING, approved.id)
+        assert alice.memories.get(approved.id).status is Status.ACTIVE
+        assert [m.id for m in alice.context(REPO).memories] == [approved.id]
+        assert [m.id for m in alice.history(approved.id)] == [approved.id, first.id]
+        alice.reject(first.id, "it says the same", by="bob")
+        after = alice.memories.get(approved.id)
+        assert (after.status, after.superseded_by) == (Status.ACTIVE, None)
+        assert "superseded" not in kinds(alice, approved.id)
+        second = alice.supersede(approved.id, fix)
+        with pytest.raises(Conflict, match="proposed by carol"):
+            alice.approve(second.id, by="carol")
+        done = alice.approve(second.id, by="bob")
+        assert done.status is Status.ACTIVE
+        old = alice.memories.get(approved.id)
+        assert (old.status, old.superseded_by) == (Status.SUPERSEDED, second.id)
+        assert [m.id for m in alice.context(REPO).memories] == [second.id]
+        assert [m.id for m in alice.history(second.id)] == [approved.id, second.id]
+        (retired,) = alice.audit(approved.id, kinds=[EventKind.SUPERSEDED])
+        assert (retired.actor, retired.detail["superseded_by"]) == ("bob", second.id)
+        # A correction of a memory retired meanwhile is refused, and changes nothing.
+        third = alice.supersede(second.id, {**fix, "fact": "fetch tries MAX_RETRIES times."})
+        alice.invalidate(second.id, "the retry loop is gone")
+        with pytest.raises(Conflict, match=f"corrects {second.id}, which is invalid now"):
+            alice.approve(third.id, by="bob")
+        assert alice.memories.get(third.id).status is Status.PENDING
+        assert alice.memories.get(second.id).superseded_by is None
+
+
 def test_reject_and_self_approval_when_configured(repo: GitRepo, db: Path) -> None:
     with service_for(repo, db, self_approval=True) as alice:
         one = alice.store(memory("Discount", "Discounts apply before tax.",
@@ -518,6 +558,36 @@ def test_cli_store_pending_approve_reject_and_promote(
     stats = vmem_json(capsys, "stats")
     assert stats["validated"] == 1
     assert stats["by_status"]["invalid"] == 2
+
+
+def test_a_promoted_memory_that_breaks_says_its_rule_is_stale(
+        repo: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before, the rule stayed in AGENTS.md and nothing said so: `vmem show` read only
+    # "promoted into AGENTS.md". The file itself is left as it is: a verification never
+    # edits a rules file.
+    stored = vmem_json(capsys, "store", "--subject", "Retry budget", "--fact",
+                       "fetch retries MAX_RETRIES times", "--cite", "net/fetch.py:6-11")
+    with service_for(repo, db) as svc:
+        svc.memories.apply([Transition(stored["id"], add_applications=3, add_successes=3)])
+    vmem_json(capsys, "promote", stored["id"], "--to", "AGENTS.md")
+    rule = (repo.path / "AGENTS.md").read_text()
+    repo.write("net/fetch.py", NET.replace("for _ in range(MAX_RETRIES):",
+                                           "while True:"))
+    repo.commit("retry for ever")
+    code, out, err = vmem(capsys, "verify")
+    assert code == 0, err
+    assert "1 invalidated" in out
+    (line,) = [line for line in err.splitlines() if "stale" in line]
+    assert line == ("vmem: 1 invalidated memory was promoted into AGENTS.md: its rule there "
+                    f"is stale now; take it out by hand: {stored['id'][:8]}")
+    assert (repo.path / "AGENTS.md").read_text() == rule
+    shown = vmem_json(capsys, "show", stored["id"])
+    assert (shown["status"], shown["stale_rule"]) == ("invalid", "AGENTS.md")
+    code, out, _ = vmem(capsys, "show", stored["id"])
+    assert "where its rule is stale now (the memory is invalid)" in " ".join(out.split())
+    (invalidated,) = vmem_json(capsys, "log", stored["id"], "--kind", "invalidated")
+    assert invalidated["what"] == "invalidated; its rule in AGENTS.md is stale now"
+    assert vmem_json(capsys, "verify", "--json")["stale_rules"] == {}  # said once
 
 
 def test_cli_search_safe_mode_and_filters(repo: GitRepo, capsys: pytest.CaptureFixture[str]

@@ -29,6 +29,7 @@ from verified_memory import (
     WorktreeSource,
 )
 from verified_memory.models import Scope
+from verified_memory.store import open_store
 from verified_memory.store.sqlite import SQLiteStore
 from verified_memory.verify.scope import pass_scope
 
@@ -215,6 +216,78 @@ def test_an_unknown_main_line_makes_every_check_a_view(tmp_path: Path) -> None:
     with MemoryService(SQLiteStore(tmp_path / "m.db"), LocalGitSource(repo.path),
                        truth_ref="trunk") as svc:
         assert svc.verify(repo=REPO).verifications[0].memory.status is Status.INVALID
+
+
+def test_an_explicit_apply_where_the_main_line_cannot_be_told_is_a_view(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """No origin, no main, no master: nothing says a commit is on the main line, so an
+    explicit apply (``vmem review --apply``, ``verify(apply=True)``) reaches no verdict
+    either, and says why in one line."""
+    repo = GitRepo(tmp_path / "solo")
+    repo.write("src/sessions.py", SESSIONS)
+    base = repo.commit("one")
+    repo.run("branch", "-m", "trunk")
+    db = tmp_path / "m.db"
+    with MemoryService(SQLiteStore(db), LocalGitSource(repo.path)) as svc:
+        memory = svc.store({"repo": REPO, "subject": "s", "fact": "f",
+                            "citations": [{"path": "src/sessions.py", "line_start": 1}]})
+        commit_on_branch(repo, "feature", REDIRECTS, base="trunk")
+        report = svc.verify([memory.id], ref="feature", apply=True)
+        scope = report.scopes[REPO]
+        assert scope.kind is Scope.VIEW
+        assert scope.why.startswith("not applied at feature (")
+        assert "cannot tell which branch is this repository's main line" in scope.why
+        assert report.verifications[0].decision is Decision.INVALIDATE
+        stored = svc.memories.get(memory.id)
+        assert (stored.status, stored.verified_ref) == (Status.ACTIVE, None)
+    # The review bot's apply after a merge: the report says nothing changed, and why.
+    monkeypatch.chdir(repo.path)
+    monkeypatch.setenv("VMEM_DATABASE_URL", f"sqlite:///{db}")
+    code, out, err = vmem(capsys, "review", "--repo", REPO, "--base", base, "--head",
+                          "feature", "--apply")
+    assert code == 0, err
+    assert "memories were not changed" in out
+    assert "(--apply)" not in out
+    (note,) = [line for line in out.splitlines() if "--apply: not applied at" in line]
+    assert "cannot tell which branch" in note
+    reviewed = vmem_json(capsys, "review", "--repo", REPO, "--base", base, "--head",
+                         "feature", "--apply")
+    assert reviewed["applied"] is False
+    assert vmem_json(capsys, "show", memory.id)["status"] == "active"
+    assert events(db, EventKind.INVALIDATED, EventKind.VERIFIED_INVALID) == []
+
+
+def test_an_explicit_apply_is_a_view_when_the_main_line_cannot_be_read(
+        tmp_path: Path) -> None:
+    """Through GitHub the main line is the repository's default branch; when GitHub
+    fails to say it (a 502, twice), an explicit apply is a view, never a verdict."""
+    import responses
+
+    from tests.github_payloads import JSON, FakeGitHub, error_body
+    from verified_memory.sources.github import GitHubSource, RetryPolicy
+
+    fake = FakeGitHub("octo/demo")
+    fake.commit({"src/sessions.py": SESSIONS})
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        fake.install(rsps)
+        source = GitHubSource("octo/demo", "ghp_RefRuleToken0123456789", sleep=lambda s: None,
+                              cache_dir=tmp_path / "cache", retry=RetryPolicy(attempts=2))
+        with MemoryService(SQLiteStore(tmp_path / "gh.db"), source) as svc:
+            memory = svc.store({"repo": "octo/demo", "subject": "limit", "fact": "30",
+                                "citations": [{"path": "src/sessions.py", "line_start": 1}]},
+                               ref="main")
+            merged = fake.commit({"src/sessions.py": REDIRECTS})
+            rsps.replace(responses.GET, fake.pattern(""), status=502,
+                         body=error_body("Server Error"), content_type=JSON)
+            report = svc.verify([memory.id], ref=merged, apply=True)
+            scope = report.scopes["octo/demo"]
+            assert scope.kind is Scope.VIEW
+            assert scope.why.startswith(f"not applied at {merged[:12]}: the main line could "
+                                        "not be told (")
+            assert report.verifications[0].change is None
+            stored = svc.memories.get(memory.id)
+            assert (stored.status, stored.verified_commit) == (Status.ACTIVE, None)
 
 
 # --------------------------------------------------------------------------- views
@@ -523,6 +596,48 @@ def test_an_apply_at_an_older_main_line_commit_leaves_a_later_verdict_standing(
                                           "line_end": 30}]}, ref=first)
     assert service.verify([other.id], ref=first, apply=True).verifications[0].scope \
         is Scope.VERDICT
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, db: Path) -> str:
+    """A store two services open apart, as two processes would: a SQLite file or a
+    Postgres database."""
+    return f"sqlite:///{db}" if request.param == "sqlite" else str(
+        request.getfixturevalue("pg_url"))
+
+
+def test_a_late_apply_does_not_overwrite_a_verdict_recorded_during_its_pass(
+        clone: GitRepo, store_url: str) -> None:
+    """A late apply's pass reads the memory (never judged), then checks its code; a pass
+    at the tip records its verdict meanwhile. The late apply's verdict is not written
+    over it: whether it may stand is checked again where it is written."""
+    tip_pass = MemoryService(open_store(store_url), LocalGitSource(clone.path), actor="tip")
+    late_pass = MemoryService(open_store(store_url), LocalGitSource(clone.path), actor="late")
+    with tip_pass, late_pass:
+        memory = late_pass.store({"repo": REPO, "subject": "limit", "fact": "30",
+                                  "citations": [{"path": "src/sessions.py",
+                                                 "line_start": 1}]})
+        clone.write("src/sessions.py", REDIRECTS)
+        first = clone.commit("20 redirects")
+        clone.write("src/sessions.py", SESSIONS)
+        second = clone.commit("back to 30")
+        push_main(clone)
+        seen: list[Any] = []
+
+        def meanwhile(done: int, total: int) -> None:
+            if not seen:  # once the late pass has read the memory
+                seen.append(tip_pass.verify([memory.id]))
+
+        report = late_pass.verify([memory.id], ref=first, apply=True, on_progress=meanwhile)
+        assert seen[0].verifications[0].change == "refreshed"
+        (late,) = report.verifications
+        assert (late.decision, late.change) == (Decision.INVALIDATE, None)
+        assert late.memory.status is Status.ACTIVE  # reported as it was
+        stored = late_pass.memories.get(memory.id)
+        assert (stored.status, stored.verified_commit) == (Status.ACTIVE, second)
+        assert [e.actor for e in late_pass.memories.events(
+            memory_id=memory.id, kinds=[EventKind.VERIFIED_VALID, EventKind.VERIFIED_INVALID,
+                                        EventKind.INVALIDATED])] == ["tip"]
 
 
 # --------------------------------------------------------------------------- the Python API

@@ -218,10 +218,13 @@ def _what(kind: EventKind, detail: dict[str, Any]) -> str:
         EventKind.FORGOTTEN: f"was {detail.get('status', '?')}",
     }.get(kind, "")
     if kind is EventKind.CREATED and detail.get("supersedes"):
-        said += f", supersedes {detail['supersedes']}"
+        said += f", supersedes {detail['supersedes']}" + (
+            " once approved" if detail.get("pending") else "")
     if kind is EventKind.CREATED and isinstance(detail.get("conflicts"), list | tuple):
         said += f", possible conflict with {', '.join(map(str, detail['conflicts']))}"
     if detail.get("by") and kind in (EventKind.REFRESHED, EventKind.APPROVED,
                                      EventKind.REJECTED):
         said = f"by {detail['by']}"
-    return f"{kind.value} {said}".strip() if said else kind.value
+    stale = (f"; its rule in {detail['stale_rule']} is stale now"
+             if detail.get("stale_rule") else "")
+    return (f"{kind.value} {said}".strip() if said else kind.value) + stale

@@ -24,6 +24,7 @@ from verified_memory.errors import ValidationError
 
 __all__ = [
     "MAX_LINE",
+    "NEVER_JUDGED",
     "READ_KINDS",
     "Anchor",
     "Citation",
@@ -488,6 +489,14 @@ class Memory:
                 and rate is not None and rate >= VALIDATED_MIN_SUCCESS)
 
     @property
+    def stale_rule(self) -> str | None:
+        """The rules file holding a rule this memory no longer backs: it was promoted,
+        then invalidated or superseded. The rule stays until a person takes it out
+        (a verification never edits a rules file)."""
+        retired = self.status in (Status.INVALID, Status.SUPERSEDED)
+        return self.promoted_to if retired else None
+
+    @property
     def poor(self) -> bool:
         """Applying it mostly did not help: flagged, and left out of context."""
         rate = self.success_rate
@@ -719,16 +728,26 @@ class StoreInfo:
                 "repos": self.repos}
 
 
+#: ``Transition.expect_judged`` of a memory never judged on the main line.
+NEVER_JUDGED = ""
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """One atomic change to a stored memory, applied only if it is still ``expect``.
+    """One atomic change to a stored memory, applied only if it is still ``expect``
+    (and, for a verdict, still last judged at ``expect_judged``).
 
     Stores apply a batch of transitions in one transaction; a transition whose memory
-    is no longer in the expected status is skipped (with its events), not applied.
+    is no longer as expected is skipped (with its events), not applied.
     """
 
     memory_id: str
     expect: Status = Status.ACTIVE
+    #: A verdict's compare-and-set: the ``verified_commit`` its pass read
+    #: (``NEVER_JUDGED``: none). Whether a verdict may stand (a late apply must not
+    #: overwrite a later verdict) was decided against that commit, so the transition is
+    #: skipped if another verdict was recorded meanwhile. None: not checked.
+    expect_judged: str | None = None
     status: Status | None = None
     invalid_reason: str | None = None
     refreshed_at: datetime | None = None
@@ -744,7 +763,37 @@ class Transition:
     add_failures: int = 0
     used_at: datetime | None = None
     promoted_to: str | None = None
+    #: The memory that now replaces this one (approving a correction retires what it
+    #: corrects).
+    superseded_by: str | None = None
+    #: Another memory that must be in a status for this transition to apply, checked as
+    #: ``expect`` is (after the transitions before it in the batch): two transitions that
+    #: each require the other's memory apply together or not at all.
+    requires: tuple[str, Status] | None = None
     events: tuple[TelemetryEvent, ...] = ()
+
+    def expects(self, status: Status | str, judged: str | None) -> bool:
+        """Whether a memory in ``status``, last judged at ``judged`` (its
+        ``verified_commit``), still takes this transition. Every store asks inside the
+        transaction that writes it (the SQL stores' ``agent_memory_apply_judged``)."""
+        return Status(status) is self.expect and (
+            self.expect_judged is None or (judged or NEVER_JUDGED) == self.expect_judged)
+
+    def required(self, statuses: Mapping[str, Status | str]) -> bool:
+        """Whether ``requires`` holds, given the statuses of the memories it may name
+        (a memory missing from them, e.g. forgotten, fails it)."""
+        if self.requires is None:
+            return True
+        memory_id, status = self.requires
+        found = statuses.get(memory_id)
+        return found is not None and Status(found) is status
+
+    def judged_after(self, judged: str | None) -> str | None:
+        """The memory's ``verified_commit`` once this transition is applied to one last
+        judged at ``judged``."""
+        if self.unconfirm:
+            return None
+        return judged if self.verified_commit is None else self.verified_commit
 
     def check(self) -> None:
         """Refuse (``ValidationError``) a transition no store may apply: counters only
@@ -765,12 +814,9 @@ class Transition:
                           else self.invalid_reason)
         if self.status is Status.ACTIVE:
             invalid_reason = None
-        if self.unconfirm:
-            verified_ref, verified_commit = None, None
-        else:
-            verified_ref = memory.verified_ref if self.verified_ref is None else self.verified_ref
-            verified_commit = (memory.verified_commit if self.verified_commit is None
-                               else self.verified_commit)
+        verified_ref = (None if self.unconfirm else memory.verified_ref
+                        if self.verified_ref is None else self.verified_ref)
+        verified_commit = self.judged_after(memory.verified_commit)
         return replaced(
             memory,
             status=status,
@@ -785,6 +831,8 @@ class Transition:
             failure_count=memory.failure_count + self.add_failures,
             used_at=memory.used_at if self.used_at is None else self.used_at,
             promoted_to=memory.promoted_to if self.promoted_to is None else self.promoted_to,
+            superseded_by=(memory.superseded_by if self.superseded_by is None
+                           else self.superseded_by),
         )
 
 

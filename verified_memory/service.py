@@ -79,6 +79,7 @@ from verified_memory.verify.passes import (
     VerificationPass,
     VerificationReport,
     collector_paused,
+    stale_rule_detail,
 )
 from verified_memory.verify.scope import PassScope, pass_scope
 
@@ -375,7 +376,12 @@ class MemoryService:
 
     def supersede(self, old_id: str, new: NewMemory | Mapping[str, Any], *,
                   ref: str = "HEAD") -> Memory:
-        """Replace an active memory with a corrected one, atomically (else ``Conflict``)."""
+        """Replace an active memory with a corrected one, atomically (else ``Conflict``).
+
+        A correction whose category needs approval is stored ``pending`` and the memory
+        it corrects stays active (and injected) until the correction is approved:
+        ``approve`` then retires it in the same transaction; ``reject`` leaves it as
+        it was."""
         old = self._memory(old_id)
         old_id = old.id
         if old.status is not Status.ACTIVE:
@@ -388,11 +394,16 @@ class MemoryService:
                                   f"memory's {old.repo!r}")
         built = self._build(new_memory, ref=ref, supersedes=old_id)
         self.telemetry.flush()
+        if built.status is Status.PENDING:  # proposed: nothing is retired yet
+            self.memories.add(built, [self._created(
+                built, supersedes=old_id,
+                pending=f"category {built.category} needs approval")])
+            return built
         self.memories.supersede(old_id, built, [
             replace(self._event(EventKind.CREATED, built, citations=len(built.citations),
                                 supersedes=old_id), actor=built.created_by),
-            replace(self._event(EventKind.SUPERSEDED, old, superseded_by=built.id),
-                    actor=built.created_by),
+            replace(self._event(EventKind.SUPERSEDED, old, superseded_by=built.id,
+                                **stale_rule_detail(old)), actor=built.created_by),
         ])
         return built
 
@@ -428,7 +439,8 @@ class MemoryService:
         memory = self._memory(memory_id)
         return self._transition(memory, Transition(
             memory.id, status=Status.INVALID, invalid_reason=why,
-            events=(self._event(EventKind.INVALIDATED, memory, reason=why),)),
+            events=(self._event(EventKind.INVALIDATED, memory, reason=why,
+                                **stale_rule_detail(memory)),)),
             "invalidate")
 
     def log_applied(self, memory_id: str, **detail: Any) -> Memory:
@@ -564,7 +576,12 @@ class MemoryService:
                 chain.append(self.memories.get(chain[-1].superseded_by))
             except NotFound:
                 break
-        return chain
+        # Corrections proposed and waiting for approval: not links yet, but part of
+        # the story.
+        last = chain[-1]
+        return chain + [m for m in self.memories.find(
+            last.repo, MemoryFilter(status=Status.PENDING), limit=None)
+            if m.supersedes == last.id and m.id not in seen]
 
     def standing(self, memory: Memory) -> str:
         """Where a memory stands under the ref rule, in one line for people: where it was
@@ -951,9 +968,46 @@ class MemoryService:
         # Attributed to the reviewer (``by``), as ``created`` is to --created-by.
         approved = replace(self._event(EventKind.APPROVED, memory, by=approver),
                            actor=approver)
-        return self._transition(memory, Transition(
-            memory.id, expect=Status.PENDING, status=Status.ACTIVE, refreshed_at=now,
-            used_at=now, events=(approved,)), "approve")
+        approval = Transition(memory.id, expect=Status.PENDING, status=Status.ACTIVE,
+                              refreshed_at=now, used_at=now, events=(approved,))
+        corrected = self._corrected(memory)
+        if corrected is None:
+            return self._transition(memory, approval, "approve")
+        return self._complete_supersede(memory, corrected, approval, approver)
+
+    def _corrected(self, memory: Memory) -> Memory | None:
+        """The memory a pending correction retires once approved (None: it corrects
+        none, or one already retired for it: a correction proposed before approval
+        waited, or one whose memory was forgotten)."""
+        if memory.supersedes is None:
+            return None
+        try:
+            corrected = self.memories.get(memory.supersedes)
+        except NotFound:
+            return None
+        return None if corrected.superseded_by == memory.id else corrected
+
+    def _complete_supersede(self, memory: Memory, corrected: Memory, approval: Transition,
+                            approver: str) -> Memory:
+        """Approve a correction and retire the memory it corrects, together or not at
+        all: each transition requires the other's memory (``Transition.requires``)."""
+        retired = replace(self._event(EventKind.SUPERSEDED, corrected, superseded_by=memory.id,
+                                      approved_by=approver, **stale_rule_detail(corrected)),
+                          actor=approver)
+        approval = replace(approval, requires=(corrected.id, Status.ACTIVE))
+        retirement = Transition(corrected.id, status=Status.SUPERSEDED,
+                                superseded_by=memory.id, requires=(memory.id, Status.ACTIVE),
+                                events=(retired,))
+        self.telemetry.flush()
+        if self.memories.apply([approval, retirement]) == [True, True]:
+            return approval.apply_to(memory)
+        now, before = self.memories.get_many([memory.id, corrected.id])
+        if now.status is not Status.PENDING:
+            raise Conflict(f"cannot approve memory {memory.id}: it is {now.status.value}, "
+                           "not pending")
+        raise Conflict(f"cannot approve memory {memory.id}: it corrects {corrected.id}, which "
+                       f"is {before.status.value} now, not active: there is nothing left to "
+                       "supersede (reject it, and store the fact anew if it holds)")
 
     def reject(self, memory_id: str, reason: str, *, by: str | None = None) -> Memory:
         """Retire a pending memory (it becomes invalid, the reason kept). ``by``

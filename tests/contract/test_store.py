@@ -16,6 +16,7 @@ import pytest
 
 from verified_memory.errors import Conflict, NotFound, StoreError, ValidationError
 from verified_memory.models import (
+    NEVER_JUDGED,
     Anchor,
     Citation,
     EventKind,
@@ -780,6 +781,84 @@ def test_apply_of_many_alike_refreshes_is_each_refresh_in_order(store: MemorySto
     assert [(x.memory_id, x.detail["step"]) for x in store.events(repo=REPO, limit=None)
             if x.kind is EventKind.VERIFIED_VALID] == [
         (m.id, m.subject) for m in [a, b, a, c, d, e]]
+
+
+def test_apply_skips_a_verdict_once_another_verdict_was_recorded(store: MemoryStore) -> None:
+    # A verdict carries the commit its pass read the memory judged at (never judged:
+    # NEVER_JUDGED); a verdict recorded since, by another pass or earlier in the same
+    # batch, makes the store skip it with its events. Not a status check: the memory
+    # is active throughout.
+    fresh, judged = mem(subject="never judged"), mem(subject="judged",
+                                                   verified_ref="main",
+                                                   verified_commit="a" * 40)
+    store.add(fresh)
+    store.add(judged)
+
+    def verdict(m: Memory, read: str | None, commit: str, **change: Any) -> Transition:
+        return Transition(m.id, expect_judged=read or NEVER_JUDGED, verified_ref="main",
+                          verified_commit=commit, add_verifications=1,
+                          events=(event(EventKind.VERIFIED_VALID, m.id, commit=commit),),
+                          **change)
+
+    # Two passes read both memories; the later commit's verdicts are recorded first.
+    assert store.apply([verdict(fresh, None, "c" * 40),
+                        verdict(judged, "a" * 40, "c" * 40)]) == [True, True]
+    late = [verdict(fresh, None, "b" * 40, status=Status.INVALID, invalid_reason="gone"),
+            verdict(judged, "a" * 40, "b" * 40, status=Status.INVALID, invalid_reason="x")]
+    assert store.apply(late) == [False, False]
+    for m in (fresh, judged):
+        after = store.get(m.id)
+        assert (after.status, after.verified_commit, after.verification_count) == (
+            Status.ACTIVE, "c" * 40, 1)
+        assert [e.detail["commit"] for e in store.events(memory_id=m.id)] == ["c" * 40]
+    # In one batch, each verdict sees the one before it; a transition that checks no
+    # verdict (feedback, a use) still applies, and unconfirming is seen as never judged.
+    assert store.apply([
+        verdict(judged, "c" * 40, "d" * 40),
+        verdict(judged, "c" * 40, "e" * 40),
+        Transition(judged.id, add_applications=1),
+        Transition(judged.id, unconfirm=True),
+        verdict(judged, "d" * 40, "f" * 40),
+        verdict(judged, None, "f" * 40),
+    ]) == [True, False, True, True, False, True]
+    after = store.get(judged.id)
+    assert (after.verified_commit, after.verification_count, after.applied_count) == (
+        "f" * 40, 3, 1)
+
+
+def test_apply_of_two_transitions_that_require_each_other_is_all_or_nothing(
+        store: MemoryStore) -> None:
+    # Approving a correction retires what it corrects: each transition requires the
+    # other's memory, so they apply together, or neither does when either memory moved
+    # on (checked after the transitions before it in the batch).
+    def approval(new: Memory, old: Memory) -> list[Transition]:
+        return [Transition(new.id, expect=Status.PENDING, status=Status.ACTIVE,
+                           requires=(old.id, Status.ACTIVE),
+                           events=(event(EventKind.APPROVED, new.id),)),
+                Transition(old.id, status=Status.SUPERSEDED, superseded_by=new.id,
+                           requires=(new.id, Status.ACTIVE),
+                           events=(event(EventKind.SUPERSEDED, old.id),))]
+
+    old = mem(subject="old")
+    new = mem(subject="new", status=Status.PENDING, supersedes=old.id)
+    rejected = mem(subject="rejected", status=Status.INVALID, supersedes=old.id)
+    for m in (old, new, rejected):
+        store.add(m)
+    assert store.apply(approval(rejected, old)) == [False, False]
+    assert store.get(old.id) == old
+    assert store.apply(approval(new, old)) == [True, True]
+    expected = approval(new, old)[1].apply_to(old)
+    assert store.get(old.id) == expected
+    assert (expected.status, expected.superseded_by) == (Status.SUPERSEDED, new.id)
+    assert store.get(new.id).status is Status.ACTIVE
+    assert sorted(e.kind.value for e in store.events(repo=REPO)) == ["approved",
+                                                                    "superseded"]
+    # The memory it corrects retired meanwhile: nothing applies, nothing is logged.
+    later = mem(subject="later", status=Status.PENDING, supersedes=old.id)
+    store.add(later)
+    assert store.apply(approval(later, old)) == [False, False]
+    assert store.get(later.id).status is Status.PENDING
+    assert len(store.events(repo=REPO)) == 2
 
 
 def test_apply_can_expect_another_status(store: MemoryStore) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -44,7 +44,7 @@ from verified_memory.cli.quality import COMMANDS as QUALITY_COMMANDS
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
 from verified_memory.errors import VerifiedMemoryError
-from verified_memory.models import Decision, Scope, Status, Stored, Verification
+from verified_memory.models import Decision, Memory, Scope, Status, Stored, Verification
 
 if TYPE_CHECKING:
     from verified_memory.service import VerificationReport
@@ -173,7 +173,11 @@ def supersede(env: Env, /, old_id: str, repo: str | None, as_json: bool, ref: st
         old = service.memories.get(service.resolve(old_id))
         new = memory_input(input_file, repo, lambda: old.repo, flags, cites)
         memory = service.supersede(old_id, new, ref=ref)
-    env.out.done(memory, f"stored {memory.id}, superseding {old_id}")
+    if memory.status is Status.PENDING:
+        env.out.done(memory, f"stored {memory.id}, pending approval: it supersedes "
+                             f"{memory.supersedes} once approved, which stays active until then")
+    else:
+        env.out.done(memory, f"stored {memory.id}, superseding {memory.supersedes}")
 
 
 @cli.command()
@@ -304,12 +308,26 @@ def _show_verify(env: Env, report: VerificationReport, name: str | None, as_json
         env.out.checks(rows, everything=list_all)
     env.out.out.print(_verify_summary(report), markup=False)
     tell_not_checked(env, report.verifications)
+    _tell_stale_rules(report.stale_rules)
     skipped = [v.memory.id for v in report.verifications
                if v.memory.status is Status.INVALID and v.passed and not include_invalid]
     if skipped:
         say(f"vmem: {len(skipped)} invalid memor{'y holds' if len(skipped) == 1 else 'ies hold'}"
              " here; run with --include-invalid at the main line's tip to revive: "
              + ", ".join(skipped))
+
+
+def _tell_stale_rules(memories: Sequence[Memory]) -> None:
+    """One line per rules file whose promoted rules these invalidated memories no
+    longer back: people take the rules out (a verification never edits the file)."""
+    by_file: dict[str, list[str]] = {}
+    for memory in memories:
+        by_file.setdefault(memory.stale_rule or "", []).append(memory.id[:8])
+    for rules_file, ids in by_file.items():
+        one = len(ids) == 1
+        say(f"vmem: {len(ids)} invalidated memor{'y was' if one else 'ies were'} promoted "
+            f"into {rules_file}: {'its rule there is' if one else 'their rules there are'} "
+            f"stale now; take {'it' if one else 'them'} out by hand: " + ", ".join(ids))
 
 
 def _verify_summary(report: VerificationReport) -> str:

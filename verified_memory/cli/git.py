@@ -127,9 +127,9 @@ def import_(env: Env, folder: Path | None, ref: str, no_verify: bool, apply: boo
             "...`): " + ", ".join(i[:8] for i in result.unreviewed))
     if result.held_back:
         say(f"vmem: {len(result.held_back)} hand edit(s), deletion(s) or forgetting(s) held "
-            f"back: {ref} is "
-            "not the main line's tip, so they change nothing stored (import at the tip "
-            "after the merge, or --apply): " + ", ".join(i[:8] for i in result.held_back))
+            f"back ({'; '.join(result.held_why)}; import at the main line's tip after the "
+            "merge, or --apply at a commit it holds): "
+            + ", ".join(i[:8] for i in result.held_back))
 
 
 def _commit(env: Env, folder: Path, subject: str) -> str | None:

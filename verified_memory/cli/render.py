@@ -103,6 +103,8 @@ class Output:
                                       "conflicts": list(conflicts)}
             if standing:
                 fields["standing"] = standing
+            if m.stale_rule:
+                fields["stale_rule"] = m.stale_rule
             self.json({**m.to_dict(), **fields})
             return
         from rich.text import Text
@@ -133,7 +135,10 @@ class Output:
             quality.append("validated (a promotion candidate)")
         if m.poor:
             quality.append("poor performer (left out of context)")
-        if m.promoted_to:
+        if m.stale_rule:
+            quality.append(f"promoted into {m.stale_rule}, where its rule is stale now (the "
+                           f"memory is {m.status.value}): take the rule out by hand")
+        elif m.promoted_to:
             quality.append(f"promoted into {m.promoted_to}")
         self.out.print(_plain("quality: " + ", ".join(quality)))
         if conflicts:

@@ -155,6 +155,8 @@ class ImportResult:
     # Edited or deleted files read off the main line's tip: what they would change, kept
     # for an import there (the ref rule: a branch's folder is a proposal until merged).
     held_back: tuple[str, ...] = ()
+    #: why they were held back: the scope of each repository that held some back
+    held_why: tuple[str, ...] = ()
     #: memories this store held whose tombstone the folder has: forgotten here too
     erased: tuple[str, ...] = ()
     #: pending memories whose file was deleted: not changed (`vmem reject` decides)
@@ -167,7 +169,8 @@ class ImportResult:
                 "unreviewed": list(self.unreviewed),
                 "events": self.events,
                 "tombstones": self.tombstones, "verified": self.verified,
-                "scope": self.scope, "held_back": list(self.held_back)}
+                "scope": self.scope, "held_back": list(self.held_back),
+                "held_why": list(self.held_why)}
 
 
 def _editable(memory: Memory) -> tuple[Any, ...]:
@@ -176,20 +179,13 @@ def _editable(memory: Memory) -> tuple[Any, ...]:
             tuple((c.path, c.line_start, c.line_end) for c in memory.citations))
 
 
-def _successor_matches(store: MemoryStore, old: Memory, wanted: Memory) -> bool:
-    """Whether the supersede chain after ``old`` reaches a memory saying what ``wanted``
-    says (a hand edit imported before)."""
-    current = old
-    for _ in range(100):  # a chain is short; a cycle in a corrupt store is not followed
-        if current.superseded_by is None:
-            return False
-        try:
-            current = store.get(current.superseded_by)
-        except NotFound:
-            return False
-        if _editable(current) == _editable(wanted):
-            return True
-    return False
+def _successor_matches(service: MemoryService, old: Memory, wanted: Memory) -> bool:
+    """Whether the supersede chain after ``old`` (corrections waiting for approval
+    included: ``MemoryService.history``) reaches a memory saying what ``wanted`` says (a
+    hand edit imported before)."""
+    chain = service.history(old.id)
+    later = chain[[m.id for m in chain].index(old.id) + 1:]
+    return any(_editable(m) == _editable(wanted) for m in later)
 
 
 def plan_import(service: MemoryService, folder: Path, *, ref: str = "HEAD") -> ImportPlan:
@@ -215,7 +211,7 @@ def plan_import(service: MemoryService, folder: Path, *, ref: str = "HEAD") -> I
         if held.repo != memory.repo:
             raise ValidationError(f"{where}: repo is {memory.repo}, but memory {memory.id} "
                                   f"is in {held.repo}")
-        if _editable(held) == _editable(memory) or _successor_matches(store, held, memory):
+        if _editable(held) == _editable(memory) or _successor_matches(service, held, memory):
             unchanged += 1
             continue
         if held.status is not Status.ACTIVE:
@@ -290,7 +286,8 @@ def import_folder(service: MemoryService, folder: Path, *, ref: str = "HEAD",
     plan = plan or plan_import(service, folder, ref=ref)
     changed = ({e.old.repo for e in plan.edits} | {m.repo for m in plan.deleted}
                | {t.repo for t in plan.forget})
-    judges = {repo: service.scope(repo, ref=ref, apply=apply).judges for repo in changed}
+    scopes = {repo: service.scope(repo, ref=ref, apply=apply) for repo in changed}
+    judges = {repo: scope.judges for repo, scope in scopes.items()}
     edits = [e for e in plan.edits if judges[e.old.repo]]
     deleted = [m for m in plan.deleted if judges[m.repo]]
     held_back = (tuple(e.old.id for e in plan.edits if not judges[e.old.repo])
@@ -326,4 +323,6 @@ def import_folder(service: MemoryService, folder: Path, *, ref: str = "HEAD",
                         forgotten=plan.forgotten, events=counts.events,
                         tombstones=counts.tombstones, verified=verified, scope=scope,
                         held_back=held_back, erased=tuple(erased),
+                        held_why=tuple(dict.fromkeys(
+                            scope.why for scope in scopes.values() if not scope.judges)),
                         unreviewed=plan.unreviewed)

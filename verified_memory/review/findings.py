@@ -346,9 +346,16 @@ def review(
                              pull_request=pull_request)
     ids = list(memories) if apply else list(touched)
     verifications: Sequence[Verification] = ()
+    applied = apply
     if ids:
-        verifications = service.verify(ids, ref=verify_at, apply=apply,
-                                       on_progress=on_progress).verifications
+        report = service.verify(ids, ref=verify_at, apply=apply, on_progress=on_progress)
+        verifications = report.verifications
+        scope = report.scopes.get(repo)
+        if apply and scope is not None and not scope.judges:
+            # The ref rule wins over --apply (a main line that cannot be told or read):
+            # the report must not say memories were changed, and says why not.
+            applied = False
+            notes.append(f"--apply: {scope.why}")
     places = _Places(diff.by_path(), by_old_path)
     findings = [
         _finding(v, touched[v.memory.id], places, diff.base_commit, verify_at, links)
@@ -373,7 +380,8 @@ def review(
                      f"base (it moved on since this branch was cut) and {'does' if one else 'do'}"
                      " not hold at the base: not checked against this change (merge or rebase "
                      "onto the main line to review against them): " + ", ".join(sorted(newer)))
-    return replace(empty, findings=tuple(findings), stale=tuple(sorted(stale)),
+    return replace(empty, applied=applied, findings=tuple(findings),
+                   stale=tuple(sorted(stale)),
                    branch=tuple(sorted(branch)), newer=tuple(sorted(newer)),
                    updated=sum(1 for v in verifications if v.change is not None
                                and v.memory.id not in touched), notes=tuple(notes))

@@ -12,8 +12,9 @@ Invariants every implementation keeps:
   adds wait for, or (Supabase) inserts only if what it decided over is unchanged.
 - ``supersede`` succeeds only while the old memory is ``active``; otherwise it raises
   ``Conflict`` and writes nothing, so two agents racing to supersede get one winner.
-- ``apply`` writes each transition only if its memory still has the expected status;
-  a skipped transition's events are not written either.
+- ``apply`` writes each transition only if its memory still has the expected status
+  (and, for a verdict, is still judged at the commit its pass read:
+  ``Transition.expects``); a skipped transition's events are not written either.
 - ``forget`` deletes a memory's row and citations and leaves a tombstone and a
   ``forgotten`` event, atomically; a forgotten id is never a memory again.
 - ``load`` (an import) writes all it is given, or nothing.
@@ -76,7 +77,8 @@ class MemoryStore(Protocol):
 
     def apply(self, transitions: Sequence[Transition]) -> list[bool]:
         """Apply transitions in one transaction: True for each one applied, False for
-        one skipped because its memory was no longer in the expected status. Raises
+        one skipped because its memory was no longer as expected (``Transition.expects``,
+        asked inside the transaction: its status, and a verdict's ``expect_judged``). Raises
         ``NotFound`` (and writes nothing) if a memory does not exist.
 
         What an applied transition leaves is ``Transition.apply_to(memory)``; stores

@@ -140,7 +140,10 @@ class InMemoryStore:
                 current = staged.get(t.memory_id) or self._memories.get(t.memory_id)
                 if current is None:
                     raise NotFound(f"memory {t.memory_id} not found")
-                if current.status != t.expect:
+                required = None if t.requires is None else (
+                    staged.get(t.requires[0]) or self._memories.get(t.requires[0]))
+                if not (t.expects(current.status, current.verified_commit) and t.required(
+                        {} if required is None else {required.id: required.status})):
                     results.append(False)  # lost a race: skip it and its events
                     continue
                 updated = normalize_memory(t.apply_to(current))

@@ -490,22 +490,24 @@ class SQLiteStore(ClosingStore):
         # per transition below.
         all_rows = events_values([e for t in transitions for e in t.events])
         ids = list(dict.fromkeys(t.memory_id for t in transitions))
+        required = [t.requires[0] for t in transitions if t.requires is not None]
         with self._write("applying transitions") as conn:
             # One read of every status, then each kind of row in one statement: the
             # write lock is held, so the statuses cannot change under us, and the
             # transitions are decided in order as if each were its own UPDATE.
             found = {
-                memory_id: (status, repo, seq)
-                for memory_id, status, repo, seq in conn.execute(
-                    "SELECT id, status, repo, seq FROM agent_memory "
+                memory_id: (status, judged, repo, seq)
+                for memory_id, status, judged, repo, seq in conn.execute(
+                    "SELECT id, status, verified_commit, repo, seq FROM agent_memory "
                     "WHERE id IN (SELECT value FROM json_each(?))",
-                    (json.dumps(ids),),
+                    (json.dumps([*ids, *required]),),
                 )
             }
             for memory_id in ids:
                 if memory_id not in found:
                     raise NotFound(f"memory {memory_id} not found")
-            status = {memory_id: s for memory_id, (s, _, _) in found.items()}
+            status = {memory_id: s for memory_id, (s, _, _, _) in found.items()}
+            judged = {memory_id: j for memory_id, (_, j, _, _) in found.items()}
             results: list[bool] = []
             updates: list[_Update] = []
             clauses: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]] | None] = {}
@@ -516,11 +518,13 @@ class SQLiteStore(ClosingStore):
             for transition in transitions:
                 memory_id, citations = transition.memory_id, transition.citations
                 first, offset = offset, offset + len(transition.events)
-                if status[memory_id] != transition.expect.value:
+                if not (transition.expects(status[memory_id], judged[memory_id])
+                        and transition.required(status)):
                     results.append(False)  # lost a race: skip it and its events
                     continue
                 if transition.status is not None:
                     status[memory_id] = transition.status.value
+                judged[memory_id] = transition.judged_after(judged[memory_id])
                 # Transitions that change the same (a pass's refreshes) share one clause.
                 shape = _CHANGES(transition)
                 if shape in clauses:
@@ -528,9 +532,9 @@ class SQLiteStore(ClosingStore):
                 else:
                     sets = clauses[shape] = _update(transition_values(transition))
                 if sets is not None:  # by row number: no look-up of the id again
-                    updates.append((*sets, found[memory_id][2]))
+                    updates.append((*sets, found[memory_id][3]))
                 if citations is not None:
-                    repo = found[memory_id][1]
+                    repo = found[memory_id][2]
                     rewritten[memory_id] = [citation_values(memory_id, repo, i, c)
                                             for i, c in enumerate(citations)]
                 event_rows += all_rows[first:offset]
@@ -1065,7 +1069,8 @@ _Update = tuple[str, tuple[Any, ...], int]
 #: What a transition changes of its memory's row (every field that ``_update`` reads
 #: but the id): transitions alike in these have one SET clause.
 _CHANGES = attrgetter(*(name for name in Transition.__slots__
-                        if name not in ("memory_id", "expect", "citations", "events")))
+                        if name not in ("memory_id", "expect", "expect_judged", "requires",
+                                        "citations", "events")))
 
 
 def _update(values: dict[str, Any]) -> tuple[str, tuple[Any, ...]] | None:
@@ -1091,7 +1096,7 @@ def _update(values: dict[str, Any]) -> tuple[str, tuple[Any, ...]] | None:
     if values["unconfirm"]:
         sets += ["verified_commit = NULL", "verified_ref = NULL"]
     for column in ("refreshed_at", "verified_commit", "verified_ref", "used_at",
-                   "promoted_to"):
+                   "promoted_to", "superseded_by"):
         if values[column] is not None and not (values["unconfirm"]
                                                and column.startswith("verified_")):
             assign(column, values[column])

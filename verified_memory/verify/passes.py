@@ -24,6 +24,7 @@ from typing import Any
 
 from verified_memory.errors import NotFound, SourceUnavailable, VerifiedMemoryError
 from verified_memory.models import (
+    NEVER_JUDGED,
     Citation,
     CitationCheck,
     Decision,
@@ -48,7 +49,8 @@ from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
 from verified_memory.verify.scope import PassScope, pass_scope
 
-__all__ = ["APPLY_BATCH", "VerificationPass", "VerificationReport", "collector_paused"]
+__all__ = ["APPLY_BATCH", "VerificationPass", "VerificationReport", "collector_paused",
+           "stale_rule_detail"]
 
 Progress = Callable[[int, int], None]
 #: A decision: the verification as the pass reports it if its transition (None: no
@@ -104,6 +106,12 @@ class VerificationReport:
         return sum(1 for v in self.verifications if v.scope is Scope.BEHIND)
 
     @property
+    def stale_rules(self) -> list[Memory]:
+        """Promoted memories this pass invalidated: their rules are stale now."""
+        return [v.memory for v in self.verifications
+                if v.change == "invalidated" and v.memory.stale_rule]
+
+    @property
     def passed(self) -> list[Memory]:
         return [v.memory for v in self.verifications if v.passed]
 
@@ -127,6 +135,7 @@ class VerificationReport:
             "unmerged": self.unmerged,
             "not_in_clone": self.not_in_clone,
             "behind": self.behind,
+            "stale_rules": {m.id: m.stale_rule for m in self.stale_rules},
             "memories": [v.to_dict() for v in self.verifications],
         }
 
@@ -349,7 +358,8 @@ class VerificationPass:
                 {"by": "verification", **where})
         valid, refreshed = details
         return Transition(
-            memory.id, expect=memory.status, refreshed_at=now, add_verifications=1,
+            memory.id, expect=memory.status, expect_judged=_judged(memory),
+            refreshed_at=now, add_verifications=1,
             verified_commit=scope.revision, verified_ref=scope.verdict_ref,
             events=(TelemetryEvent(EventKind.VERIFIED_VALID, memory.repo, memory.id,
                                    self.actor, now, valid),
@@ -381,12 +391,13 @@ class VerificationPass:
         # dashboards can sum the cost of verification from telemetry alone.
         if decision is Decision.INVALIDATE:
             return Transition(
-                memory.id, status=Status.INVALID, invalid_reason=reason, add_verifications=1,
+                memory.id, expect_judged=_judged(memory), status=Status.INVALID,
+                invalid_reason=reason, add_verifications=1,
                 verified_ref=scope.verdict_ref, verified_commit=revision,
                 events=(self._event(EventKind.VERIFIED_INVALID, memory, None, at, **where,
                                     **outcomes, pass_requests=requests),
                         self._event(EventKind.INVALIDATED, memory, None, at, reason=reason,
-                                    **where)))
+                                    **where, **stale_rule_detail(memory))))
         events = [self._event(EventKind.VERIFIED_VALID, memory, None, at, **where,
                               **outcomes, pass_requests=requests)]
         events += [self._event(EventKind.RELOCATED, memory, None, at, **where,
@@ -407,7 +418,8 @@ class VerificationPass:
         citations = tuple(_advance(c, revision, files, keep_pins=contained is None
                                    or c.citation.sha in contained) for c in checks)
         return Transition(
-            memory.id, expect=memory.status, status=Status.ACTIVE if revived else None,
+            memory.id, expect=memory.status, expect_judged=_judged(memory),
+            status=Status.ACTIVE if revived else None,
             refreshed_at=now, add_verifications=1, verified_commit=revision,
             verified_ref=scope.verdict_ref,
             citations=citations if citations != memory.citations else None,
@@ -449,6 +461,20 @@ def _requests(source: CodeSource, *, before_pass: bool = False) -> int:
     if not isinstance(source, CountsRequests):
         return 0
     return source.requests_before_pass if before_pass else source.requests
+
+
+def stale_rule_detail(memory: Memory) -> dict[str, str]:
+    """What an event retiring ``memory`` adds when it was promoted: the rules file
+    whose rule is stale now (people take it out; a pass never edits a rules file)."""
+    return {"stale_rule": memory.promoted_to} if memory.promoted_to else {}
+
+
+def _judged(memory: Memory) -> str:
+    """A verdict's compare-and-set (``Transition.expect_judged``): the commit the memory
+    was last judged at as this pass read it. Whether the verdict may stand (``behind``,
+    ``_to_place``) was decided against it; a verdict another pass recorded since makes
+    the store skip this one, so a late apply never overwrites a later verdict."""
+    return memory.verified_commit or NEVER_JUDGED
 
 
 def _change(transition: Transition) -> str:

@@ -84,7 +84,9 @@ def pass_scope(source: CodeSource, ref: str, *, apply: bool | None = None,
 
     Raises ``NotFound`` for an unknown ``ref``, ``ValidationError`` for an explicit
     apply off the main line, and ``CredentialsRejected`` (an error, not an answer that
-    could read as checked); a source that cannot be read otherwise gives a view."""
+    could read as checked); a source that cannot be read otherwise gives a view. So does
+    a main line that cannot be told or read, even for an explicit apply: whether ``ref``
+    is on it cannot be checked, and the ref rule wins."""
     try:
         revision = source.resolve(ref)
     except CredentialsRejected:
@@ -108,17 +110,13 @@ def pass_scope(source: CodeSource, ref: str, *, apply: bool | None = None,
     except CredentialsRejected:
         raise
     except (NotFound, SourceUnavailable) as exc:
-        if apply:
-            return PassScope(Scope.VERDICT, ref, revision, f"explicit apply at {label} (the "
-                             f"main line could not be read: {exc})")
-        return PassScope(Scope.VIEW, ref, revision, f"the main line could not be told ({exc})")
+        # Even an explicit apply: whether ``ref`` is on the main line cannot be checked.
+        return PassScope(Scope.VIEW, ref, revision, _unapplied(
+            apply, label, f"the main line could not be told ({exc})"))
     if main is None or tip is None:
-        if apply:
-            return PassScope(Scope.VERDICT, ref, revision, f"explicit apply at {label} (this "
-                             "repository's main line is unknown, so it was not checked)")
-        return PassScope(Scope.VIEW, ref, revision,
-                         "cannot tell which branch is this repository's main line (set "
-                         f"{TRUTH_REF_ENV} or `git config vmem.truthRef BRANCH`)")
+        return PassScope(Scope.VIEW, ref, revision, _unapplied(
+            apply, label, "cannot tell which branch is this repository's main line (set "
+                          f"{TRUTH_REF_ENV} or `git config vmem.truthRef BRANCH`)"))
     if revision == tip:
         return PassScope(Scope.VERDICT, ref, revision, f"{label} is the tip of {main.name}",
                          main, tip)
@@ -133,6 +131,12 @@ def pass_scope(source: CodeSource, ref: str, *, apply: bool | None = None,
     named = short_ref(main.ref) if short_ref(ref) == main.name else main.name
     return PassScope(Scope.VIEW, ref, revision,
                      f"{label} is not the tip of {named} ({tip[:12]})", main, tip)
+
+
+def _unapplied(apply: bool | None, label: str, cause: str) -> str:
+    """Why a pass is a view when the main line is unknown; an explicit apply is named,
+    so that whoever asked for verdicts reads why none were applied."""
+    return f"not applied at {label}: {cause}" if apply else cause
 
 
 def _label(ref: str, revision: str) -> str:
