@@ -277,6 +277,45 @@ def lockable(request: pytest.FixtureRequest, tmp_path: Path
     return lambda: PostgresStore(quick), lambda: postgres_telemetry_locked(url)
 
 
+def test_a_pass_whose_verdicts_failed_to_apply_is_counted_once_when_run_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The events of memories a verdict pass leaves as they are (``checked``) are
+    recorded once its verdicts are: written before them, they stayed recorded when
+    writing the verdicts failed (the write lock taken between the two), and the pass
+    run again counted them twice."""
+    repo = GitRepo.project(tmp_path / "app", {"app.py": "LIMIT = 3\n", "net.py": "RETRIES = 2\n"},
+                           origin="https://github.com/acme/app.git")
+    store = SQLiteStore(tmp_path / "m.db")
+    with MemoryService(store, LocalGitSource(repo.path)) as service:
+        holds, broken = (service.store({
+            "repo": "acme/app", "subject": subject, "fact": subject + ".",
+            "citations": [{"path": path, "line_start": 1}]}).id
+            for subject, path in (("The limit is three", "app.py"),
+                                  ("Two retries", "net.py")))
+        repo.write("net.py", "RETRIES = 5\n")
+        repo.commit("more retries")
+        service.verify([broken])  # invalid now: the next pass only looks at it (checked)
+        before = service.stats("acme/app").events
+        apply = store.apply
+        failures = iter([StoreError("database is locked")])
+
+        def apply_failing_once(transitions: object) -> object:
+            for exc in failures:
+                raise exc
+            return apply(transitions)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(store, "apply", apply_failing_once)
+        with pytest.raises(StoreError):
+            service.verify([holds, broken])
+        assert service.stats("acme/app").events == before  # the failed pass left nothing
+        report = service.verify([holds, broken])
+        assert [v.decision.value for v in report.verifications] == ["refresh", "invalidate"]
+        events = service.stats("acme/app").events
+    assert events[EventKind.CHECKED.value] == 1
+    assert events[EventKind.VERIFIED_VALID.value] == 1
+    assert events[EventKind.VERIFIED_INVALID.value] == 1
+
+
 def test_a_pass_that_failed_to_record_is_counted_once_when_run_again(
         tmp_path: Path, lockable: tuple[Callable[[], MemoryStore],
                                         Callable[[], AbstractContextManager[None]]]) -> None:

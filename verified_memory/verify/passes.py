@@ -305,23 +305,23 @@ class VerificationPass:
         out = [v for v, transition, _, _ in decided if transition is None]
         pending = [(v, transition, memory) for v, transition, _, memory in decided
                    if transition is not None]
-        # Nothing to change: the outcome alone is recorded, now, after anything queued.
-        try:
-            self.telemetry.flush([outcome for _, transition, outcome, _ in decided
-                                  if transition is None])
-        except VerifiedMemoryError as exc:
-            if pending:  # a verdict pass: its changes must not go unrecorded
-                raise
-            # A view or dry run records only what it saw: the answer goes on.
-            self.telemetry.give_up(exc)
         for start in range(0, len(pending), APPLY_BATCH):
             batch = pending[start:start + APPLY_BATCH]
-            applied = self.store.apply([t for _, t, _ in batch])
+            applied = self.store.apply([t for _, t, _ in batch])  # a failure: raised
             for (verification, _, memory), done in zip(batch, applied, strict=True):
                 # Not applied: another writer changed the memory meanwhile; report it as
                 # it was.
                 out.append(verification if done
                            else replaced(verification, memory=memory, change=None))
+        # Nothing to change: the outcome alone is recorded, after anything queued, and
+        # only once the verdicts are (recorded before them, it stayed when they failed,
+        # and the pass run again counted it twice). What it records was only seen: a
+        # store that refuses it now loses it with a warning, and the answer goes on.
+        try:
+            self.telemetry.flush([outcome for _, transition, outcome, _ in decided
+                                  if transition is None])
+        except VerifiedMemoryError as exc:
+            self.telemetry.give_up(exc)
         return out
 
     def _outcome_event(self, memory: Memory, checks: Sequence[CitationCheck],
