@@ -335,3 +335,20 @@ def test_the_hook_runs_under_the_context_time_limit(cli: GitRepo, service: Memor
     assert "1 more could not be checked" in context
     assert "HTTP calls retry" not in context
     assert "time limit" in err
+
+
+@pytest.mark.parametrize("seconds", ["nan", "NaN", "0", "-1", "inf", "86401", " "])
+def test_a_time_limit_that_is_no_number_of_seconds_is_one_line(
+        cli: GitRepo, service: MemoryService, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch, seconds: str) -> None:
+    """The wired hooks pass the group's options before `hook`: NaN passed the range
+    check (every comparison with it is false) and the pass's budget refused it with a
+    traceback."""
+    remember(service, "Retry budget", "HTTP calls retry MAX_RETRIES times.", "app/net.py", 1)
+    code, out, err = hook(capsys, monkeypatch, {"cwd": str(cli.path), "prompt": "MAX_RETRIES"},
+                          "--time-limit", seconds, "hook", "prompt")
+    assert (code, out) == (1, "")
+    assert err.startswith("vmem: error: Invalid value for '--time-limit': "), err
+    assert "above 0 and at most 86400" in err
+    assert err.count("\n") == 1, err
+

@@ -33,7 +33,7 @@ from verified_memory.cli.env import (
 from verified_memory.cli.git import git
 from verified_memory.cli.hook import hook, hook_usage_error
 from verified_memory.cli.init import init
-from verified_memory.cli.inputs import CitedFile, FileLines, memory_input, parse_cite
+from verified_memory.cli.inputs import CitedFile, FileLines, Seconds, memory_input, parse_cite
 from verified_memory.cli.quality import COMMANDS as QUALITY_COMMANDS
 from verified_memory.cli.render import Output
 from verified_memory.cli.review import review
@@ -55,7 +55,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 @click.option("-C", "directory", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=".",
               help="Run as if started in DIR (the working copy code is read from).")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True, max=86_400),
+@click.option("--time-limit", type=Seconds(),
               metavar="SECONDS",
               help="Most seconds a command may spend reading code; what is left unread is "
                    "reported as unverifiable. [env VMEM_CONTEXT_TIME_LIMIT (context, default "
