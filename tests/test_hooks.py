@@ -352,3 +352,17 @@ def test_a_time_limit_that_is_no_number_of_seconds_is_one_line(
     assert "above 0 and at most 86400" in err
     assert err.count("\n") == 1, err
 
+
+def test_a_closed_stdin_is_no_input(cli: GitRepo, service: MemoryService,
+                                    capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client (or a shell's `<&-`) may start the hook with stdin closed: Python then
+    has no sys.stdin at all, which read as a traceback; now as no input."""
+    retry = remember(service, "Retry budget", "HTTP calls retry MAX_RETRIES times.",
+                     "app/net.py", 1)
+    monkeypatch.setattr(sys, "stdin", None)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["-C", str(cli.path), "hook", "session-start"])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 0, err
+    assert retry in json.loads(out)["hookSpecificOutput"]["additionalContext"]

@@ -7,6 +7,7 @@ code or store unavailable); 2 a usage error (unknown option, missing argument).
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
 from collections.abc import Callable
@@ -550,6 +551,8 @@ def main(argv: list[str] | None = None) -> None:
     # The Postgres pool logs each connection it drops or cannot make; the failure
     # reaches the user once, as our one line.
     logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
+    if sys.stdin is None:  # started with stdin closed (`<&-`): Python then has none
+        sys.stdin = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")  # read as empty
     try:
         code = cli.main(args=argv, prog_name="vmem", standalone_mode=False)
     except click.exceptions.Abort:
