@@ -664,6 +664,23 @@ def test_arguments_the_schema_rejects_are_one_line_that_names_them(server: Any) 
                        "line_start: Input should be less than or equal to 2147483647")
 
 
+def test_an_argument_a_tool_does_not_take_is_refused_not_dropped(server: Any) -> None:
+    """A misspelt optional argument was dropped without a word: `start` for `line_start`
+    answered with every memory of the file, as if no lines had been asked for."""
+    record = store(server)
+    message = error(call(server, "memory_search_by_path", path="src/config.py", start=3))
+    assert message.startswith("Error executing tool memory_search_by_path: invalid input: "
+                              "start: unexpected argument; memory_search_by_path takes path, "
+                              "line_start, line_end, repo,"), message
+    assert "\n" not in message
+    assert "ctx" not in message
+    message = error(call(server, "memory_refresh", memory_id=record["id"], dryrun=True))
+    assert "invalid input: dryrun: unexpected argument" in message
+    for tool in session(server, lambda client: client.list_tools()).tools:
+        assert tool.input_schema["additionalProperties"] is False, tool.name
+    assert ok(call(server, "memory_search_by_path", path="src/config.py", line_start=1))
+
+
 # --------------------------------------------------------------------------- prompts
 
 

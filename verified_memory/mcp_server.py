@@ -73,6 +73,7 @@ try:
         TextContent,
         ToolAnnotations,
     )
+    from mcp.types import Tool as ListedTool
     from pydantic import BaseModel, ConfigDict, Field
     from pydantic import ValidationError as PydanticError
 
@@ -873,11 +874,26 @@ class _Server(MCPServer[_Run]):
     argument) with a generic internal error and logs a traceback; the caller made the
     mistake, so it gets ``-32602`` and a message saying which. Tool arguments the input
     schema rejects come back as pydantic's multi-line report; here as one line, in the
-    form of our own errors (``invalid input: limit: Input should be ...``)."""
+    form of our own errors (``invalid input: limit: Input should be ...``). An argument
+    a tool does not take is refused, as a prompt's is: the SDK drops it, so a misspelt
+    optional one (``start`` for ``line_start``) changed the answer without a word; the
+    listed input schemas say so (``additionalProperties: false``)."""
+
+    async def list_tools(self) -> list[ListedTool]:
+        return [tool.model_copy(update={"input_schema": {**tool.input_schema,
+                                                         "additionalProperties": False}})
+                for tool in await super().list_tools()]
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[_Run, Any] | None = None,
                         ) -> CallToolResult | InputRequiredResult:
+        tool = next((t for t in await super().list_tools() if t.name == name), None)
+        taken = list(arguments if tool is None else tool.input_schema.get("properties", {}))
+        unknown = [key for key in arguments if key not in taken]
+        if unknown:  # (an unknown tool is the SDK's to answer)
+            raise ToolError(sanitize(f"Error executing tool {name}: invalid input: "
+                                     f"{unknown[0][:100]}: unexpected argument; {name} takes "
+                                     f"{', '.join(taken)}"))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
