@@ -260,6 +260,48 @@ def test_vscode_files_and_jsonc_is_refused_whole(project: GitRepo,
     assert snapshot(root) == before
 
 
+def test_line_ends_and_a_byte_order_mark_are_kept(project: GitRepo,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Files written on Windows: CRLF line ends, maybe a UTF-8 byte order mark. Before,
+    the rules files and config.toml came back with every line end changed to LF (the
+    whole file rewritten), and a JSON or TOML file with a mark was refused ("Unexpected
+    UTF-8 BOM (decode using utf-8-sig)", "Invalid statement")."""
+    root = project.path
+    bom = "\ufeff"
+    claude_md = "# App\r\n\r\nUse pnpm, never npm.\r\n"
+    agents_md = bom + "# Agents\r\n\r\nRun `make check`.\r\n"
+    config = bom + CODEX_CONFIG.replace("\n", "\r\n")
+    mcp_json = bom + json.dumps(CLAUDE_MCP, indent=2).replace("\n", "\r\n") + "\r\n"
+    files = {"CLAUDE.md": claude_md, "AGENTS.md": agents_md, ".codex/config.toml": config,
+             ".mcp.json": mcp_json}
+    (root / ".codex").mkdir()
+    for name, text in files.items():
+        (root / name).write_bytes(text.encode())
+    code, _, err = vmem(capsys, "init", "claude-code", "codex")
+    assert code == 0, err
+    for name, text in files.items():
+        after = (root / name).read_bytes().decode()
+        assert after.startswith(bom) == text.startswith(bom), name
+        assert after.count("\n") == after.count("\r\n"), name  # every line end CRLF
+    for name in ("CLAUDE.md", "AGENTS.md"):
+        after = (root / name).read_bytes().decode()
+        assert after.startswith(files[name]), name  # their text, byte for byte
+        assert block(after.replace("\r\n", "\n")) == RULES.rstrip()
+    toml_after = (root / ".codex/config.toml").read_bytes().decode()
+    assert toml_after.startswith(config.split("[mcp_servers.verified-memory]")[0])
+    assert tomllib.loads(toml_after.removeprefix(bom))["mcp_servers"]["verified-memory"][
+        "command"] == "vmem"
+    servers = json.loads((root / ".mcp.json").read_bytes().decode().removeprefix(bom))
+    assert servers["mcpServers"]["github"] == CLAUDE_MCP["mcpServers"]["github"]
+    before = snapshot(root)
+    code, out, _ = vmem(capsys, "init", "claude-code", "codex")  # again: nothing moves
+    assert code == 0
+    assert all(line.startswith("unchanged") for line in out.splitlines()), out
+    assert snapshot(root) == before
+    code, out, err = vmem(capsys, "init", "--check", "claude-code", "codex")
+    assert code == 0, out + err
+
+
 # --------------------------------------------------------------------------- dry run, check
 
 

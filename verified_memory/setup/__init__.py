@@ -2,10 +2,10 @@
 
 For each client (``clients.py``): the MCP server entry, the session hooks the client
 has, and the memory rules in the client's rules file, merged into the files that are
-there without clobbering them (``files.py``). ``plan`` computes every new file before
-anything is written, so a file that cannot be edited safely stops the whole run with
-nothing changed; ``write`` then replaces each file atomically. ``check`` says, part by
-part, what is wired.
+there without clobbering them (``files.py``), their line ends and byte order mark
+kept. ``plan`` computes every new file before anything is written, so a file that cannot
+be edited safely stops the whole run with nothing changed; ``write`` then replaces each
+file atomically. ``check`` says, part by part, what is wired.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import errno
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -38,10 +38,28 @@ def _read(path: Path) -> str | None:
     if path.stat().st_size > MAX_FILE:
         raise ValidationError(f"{path} is larger than {MAX_FILE:,} bytes")
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8", newline="") as fh:  # line ends as they are
+            return fh.read()
     except UnicodeDecodeError as exc:
         raise ValidationError(f"{path} is not UTF-8 text ({exc.reason} at byte "
                               f"{exc.start})") from None
+
+
+_BOM = "\ufeff"
+
+
+def _unwrap(text: str | None) -> tuple[str | None, Callable[[str], str]]:
+    """``text`` as the editors of ``files.py`` take it (no byte order mark, LF line
+    ends), and how to give their result the file's own back: files written on Windows
+    keep their mark and their CRLF line ends, so what is not ours stays byte for byte.
+    A file whose line ends are mixed is edited as it is."""
+    if text is None:
+        return None, lambda new: new
+    mark = _BOM if text.startswith(_BOM) else ""
+    body = text.removeprefix(mark)
+    crlf = "\r\n" in body and body.count("\r\n") == body.count("\n")
+    plain = body.replace("\r\n", "\n") if crlf else body
+    return plain, lambda new: mark + (new.replace("\n", "\r\n") if crlf else new)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +106,11 @@ def plan(root: Path, clients: Sequence[str], *, command: str = "vmem") -> list[C
     for relative, parts in by_path.items():
         path = root / relative
         old = _read(path)
-        new = old
+        new, restore = _unwrap(old)
         for part in parts:
             new = part.update(new, relative)
         assert new is not None
-        changes.append(Change(relative, old, new, tuple(parts)))
+        changes.append(Change(relative, old, restore(new), tuple(parts)))
     return changes
 
 
@@ -144,7 +162,7 @@ def check(root: Path, clients: Sequence[str], *, command: str = "vmem") -> list[
     for part in _parts(clients, command):
         path = root / part.path
         try:
-            text = _read(path)
+            text, _ = _unwrap(_read(path))
             if not part.present(text):
                 out.append(Wiring(part.client, part.what, part.path, "missing"))
                 continue
