@@ -302,6 +302,64 @@ def test_line_ends_and_a_byte_order_mark_are_kept(project: GitRepo,
     assert code == 0, out + err
 
 
+def test_a_link_to_a_file_of_the_project_is_edited_through(
+        project: GitRepo, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """One rules file for two clients (CLAUDE.md -> AGENTS.md) was refused ("is not a
+    regular file"). Now the file it points to is edited, once for both, and the link
+    stays a link (a link to a file not there yet creates it); a link out of the
+    project, into .git or round in a loop is still refused, with nothing written."""
+    root = project.path
+    (root / "AGENTS.md").write_text("# Agents\n\nRun `make check`.\n")
+    (root / "CLAUDE.md").symlink_to("AGENTS.md")
+    code, out, err = vmem(capsys, "init", "claude-code", "codex", "--dry-run")
+    assert code == 0, err
+    patched = subprocess.run(["git", "apply", "--check", "-"], input=out, text=True,
+                             cwd=root, capture_output=True, check=False)
+    assert patched.returncode == 0, patched.stderr
+    code, out, err = vmem(capsys, "init", "claude-code", "codex")
+    assert code == 0, err
+    assert "updated   AGENTS.md (claude-code memory rules, codex memory rules)" in out
+    assert "CLAUDE.md" not in out
+    assert os.readlink(root / "CLAUDE.md") == "AGENTS.md"
+    agents = (root / "AGENTS.md").read_text()
+    assert agents.startswith("# Agents\n\nRun `make check`.\n\n" + BLOCK_BEGIN)
+    assert agents.count(BLOCK_BEGIN) == 1
+    before = snapshot(root)
+    code, out, _ = vmem(capsys, "init", "claude-code", "codex")
+    assert all(line.startswith("unchanged") for line in out.splitlines()), out
+    assert snapshot(root) == before
+    code, out, err = vmem(capsys, "init", "--check", "claude-code", "codex")
+    assert code == 0, out + err
+    assert "claude-code: 3 of 3 wired" in out
+    (root / "CLAUDE.md").unlink()
+    (root / "CLAUDE.md").symlink_to("docs/RULES.md")
+    code, out, err = vmem(capsys, "init", "claude-code")
+    assert code == 0, err
+    assert "created   docs/RULES.md (claude-code memory rules)" in out
+    assert block((root / "CLAUDE.md").read_text()) == RULES.rstrip()
+    assert os.readlink(root / "CLAUDE.md") == "docs/RULES.md"
+    outside = tmp_path / "notes.md"
+    outside.write_text("mine\n")
+    for target, why in [(outside, "leads out of the working copy"),
+                        (root / ".git" / "config", "leads into .git"),
+                        (root / "CLAUDE.md", "loops")]:
+        git_config = (root / ".git" / "config").read_bytes()
+        (root / "CLAUDE.md").unlink()
+        (root / "CLAUDE.md").symlink_to(target)
+        before = snapshot(root)
+        code, out, err = vmem(capsys, "init", "claude-code")
+        assert (code, out) == (1, ""), target
+        assert err == (f"vmem: error: CLAUDE.md is a symbolic link that {why}: vmem init "
+                       "edits the files of this working copy only\n")
+        assert snapshot(root) == before
+        assert outside.read_text() == "mine\n"
+        assert (root / ".git" / "config").read_bytes() == git_config
+        code, out, _ = vmem(capsys, "init", "--check", "claude-code")
+        assert code == 1
+        assert f"unreadable memory rules   CLAUDE.md: CLAUDE.md is a symbolic link that {why}" \
+            in out
+
+
 # --------------------------------------------------------------------------- dry run, check
 
 

@@ -29,19 +29,43 @@ __all__ = ["CLIENTS", "SERVER_NAME", "Change", "Wiring", "check", "plan", "write
 MAX_FILE = 4 * 1024 * 1024
 
 
-def _read(path: Path) -> str | None:
+def _edited(root: Path, relative: str) -> str:
+    """The file ``vmem init`` edits for ``relative`` (relative to ``root`` too): itself,
+    or for a symbolic link, the file of the working copy it leads to (which may not
+    exist yet), so the link stays a link (CLAUDE.md -> AGENTS.md: one rules file for two
+    clients). A link out of the working copy, into ``.git`` or round in a loop is
+    refused: a project someone else wrote must not make vmem init write anywhere else."""
+    path = root / relative
+    if not path.is_symlink():
+        return relative
+    try:
+        target = path.resolve().relative_to(root.resolve())
+    except (OSError, RuntimeError):  # RuntimeError: a loop, before Python 3.13
+        why = "loops"
+    except ValueError:
+        why = "leads out of the working copy"
+    else:
+        if ".git" not in target.parts:
+            return target.as_posix()
+        why = "leads into .git"
+    raise ValidationError(f"{relative} is a symbolic link that {why}: vmem init edits the "
+                          "files of this working copy only")
+
+
+def _read(root: Path, relative: str) -> str | None:
+    path = root / relative
     if not path.exists():
         return None
     if path.is_symlink() or not path.is_file():
-        raise ValidationError(f"{path} is not a regular file: vmem init edits regular files "
-                              "only")
+        raise ValidationError(f"{relative} is not a regular file: vmem init edits regular "
+                              "files only")
     if path.stat().st_size > MAX_FILE:
-        raise ValidationError(f"{path} is larger than {MAX_FILE:,} bytes")
+        raise ValidationError(f"{relative} is larger than {MAX_FILE:,} bytes")
     try:
         with path.open(encoding="utf-8", newline="") as fh:  # line ends as they are
             return fh.read()
     except UnicodeDecodeError as exc:
-        raise ValidationError(f"{path} is not UTF-8 text ({exc.reason} at byte "
+        raise ValidationError(f"{relative} is not UTF-8 text ({exc.reason} at byte "
                               f"{exc.start})") from None
 
 
@@ -98,14 +122,14 @@ def _parts(clients: Sequence[str], command: str) -> list[Part]:
 def plan(root: Path, clients: Sequence[str], *, command: str = "vmem") -> list[Change]:
     """Every file ``vmem init`` would write for ``clients``, in order, with its text
     before and after. Raises ``ValidationError`` (nothing is written then) for a file
-    that cannot be edited safely, naming it."""
+    that cannot be edited safely, naming it. A file that parts of several clients edit
+    (the same name, or a link to it) is one change."""
     by_path: dict[str, list[Part]] = {}
     for part in _parts(clients, command):
-        by_path.setdefault(part.path, []).append(part)
+        by_path.setdefault(_edited(root, part.path), []).append(part)
     changes = []
     for relative, parts in by_path.items():
-        path = root / relative
-        old = _read(path)
+        old = _read(root, relative)
         new, restore = _unwrap(old)
         for part in parts:
             new = part.update(new, relative)
@@ -160,9 +184,8 @@ def check(root: Path, clients: Sequence[str], *, command: str = "vmem") -> list[
     ``unreadable`` (the file cannot be read or edited; ``detail`` says why)."""
     out = []
     for part in _parts(clients, command):
-        path = root / part.path
         try:
-            text, _ = _unwrap(_read(path))
+            text, _ = _unwrap(_read(root, _edited(root, part.path)))
             if not part.present(text):
                 out.append(Wiring(part.client, part.what, part.path, "missing"))
                 continue
