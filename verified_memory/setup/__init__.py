@@ -141,14 +141,17 @@ def plan(root: Path, clients: Sequence[str], *, command: str = "vmem") -> list[C
 def write(root: Path, changes: Sequence[Change]) -> list[Change]:
     """Write the changed files, each atomically (a temporary file in its directory,
     renamed over it; an existing file keeps its mode). Returns those written. A file
-    whose directory this user may not write is refused before any file is written, so
-    a client is never left wired halfway."""
+    this user may not write (read-only: a rename would replace it all the same), or
+    whose directory they may not write, is refused before any file is written, so a
+    client is never left wired halfway."""
     for change in changes:
         path = root / change.path
-        where = nearest_existing(path)
-        if change.changed and not os.access(where, os.W_OK):
-            raise PermissionError(errno.EACCES, f"{os.strerror(errno.EACCES)} (this user may "
-                                  f"not write {where}): nothing was written", str(path))
+        if not change.changed:
+            continue
+        for where in ([path] if path.exists() else []) + [nearest_existing(path)]:
+            if not os.access(where, os.W_OK):
+                raise PermissionError(errno.EACCES, f"{os.strerror(errno.EACCES)} (this user "
+                                      f"may not write {where}): nothing was written", str(path))
     written = []
     for change in changes:
         if not change.changed:
