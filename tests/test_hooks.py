@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -366,3 +368,23 @@ def test_a_closed_stdin_is_no_input(cli: GitRepo, service: MemoryService,
     out, err = capsys.readouterr()
     assert exit_info.value.code == 0, err
     assert retry in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_a_transcript_that_is_no_file_is_no_transcript(tmp_path: Path) -> None:
+    """The stop hook opened whatever transcript_path named: a FIFO never opened (no
+    writer), /dev/zero never ended, and the hook hung until the client killed it. Now
+    only a regular file is read; anything else is no transcript (quiet)."""
+    fifo = tmp_path / "session.jsonl"
+    os.mkfifo(fifo)
+    said: list[str | None] = []
+    reader = threading.Thread(target=lambda: said.append(
+        stop_reminder(HookInput(transcript=fifo))), daemon=True)
+    reader.start()
+    reader.join(10)  # a guard against a hang, not a measure of speed
+    hung = reader.is_alive()
+    if hung:  # let the reader go: a writer that opens and closes at once
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join()
+    assert not hung
+    assert said == [None]
+    assert stop_reminder(HookInput(transcript=tmp_path)) is None  # a directory
