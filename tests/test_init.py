@@ -360,6 +360,27 @@ def test_a_link_to_a_file_of_the_project_is_edited_through(
             in out
 
 
+@pytest.mark.parametrize(("relative", "text", "said"), [
+    (".mcp.json", "[]\n", ".mcp.json holds an array, not a JSON object"),
+    (".mcp.json", '{"mcpServers": null}\n', ".mcp.json: mcpServers is null, not an object"),
+    (".mcp.json", '{"mcpServers": ["x"]}\n', ".mcp.json: mcpServers is an array, not an object"),
+    (".claude/settings.json", '{"hooks": {"Stop": {"command": "x"}}}\n',
+     ".claude/settings.json: hooks.Stop is an object, not an array"),
+])
+def test_a_json_value_of_the_wrong_kind_is_named_as_json_names_it(
+        project: GitRepo, capsys: pytest.CaptureFixture[str], relative: str, text: str,
+        said: str) -> None:
+    """Python's names for JSON's kinds ('a NoneType', 'a JSON list') said what was wrong
+    in words the file does not use; hooks.Stop 'is not a list' did not say what it was."""
+    (project.path / relative).parent.mkdir(exist_ok=True)
+    (project.path / relative).write_text(text)
+    before = snapshot(project.path)
+    code, out, err = vmem(capsys, "init", "claude-code")
+    assert (code, out) == (1, "")
+    assert err == f"vmem: error: {said}\n"
+    assert snapshot(project.path) == before
+
+
 # --------------------------------------------------------------------------- dry run, check
 
 

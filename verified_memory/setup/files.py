@@ -64,8 +64,16 @@ def load_json(text: str | None, where: str) -> dict[str, Any]:
     except RecursionError:
         raise ValidationError(f"{where} is JSON nested too deeply") from None
     if not isinstance(data, dict):
-        raise ValidationError(f"{where} holds a JSON {type(data).__name__}, not an object")
+        raise ValidationError(f"{where} holds {_kind(data)}, not a JSON object")
     return data
+
+
+def _kind(value: object) -> str:
+    """What a JSON value is, in JSON's words (Python's would say 'a NoneType')."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "true or false"
+    kinds = ((dict, "an object"), (list, "an array"), (str, "a string"))
+    return next((word for cls, word in kinds if isinstance(value, cls)), "a number")
 
 
 def _indent(text: str | None) -> int | str:
@@ -85,7 +93,7 @@ def _dump(data: Mapping[str, Any], like: str | None) -> str:
 def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     value = data.setdefault(key, {})
     if not isinstance(value, dict):
-        raise ValidationError(f"{where}: {key!r} is a {type(value).__name__}, not an object")
+        raise ValidationError(f"{where}: {key} is {_kind(value)}, not an object")
     return value
 
 
@@ -117,7 +125,7 @@ def merge_hooks(text: str | None, where: str, hooks: Mapping[str, Sequence[Mappi
     for event, ours in hooks.items():
         entries = table.get(event, [])
         if not isinstance(entries, list):
-            raise ValidationError(f"{where}: hooks.{event} is not a list")
+            raise ValidationError(f"{where}: hooks.{event} is {_kind(entries)}, not an array")
         if grouped:
             kept = [g for g in (_without_ours(e) for e in entries) if g is not None]
         else:
