@@ -381,6 +381,30 @@ def test_a_json_value_of_the_wrong_kind_is_named_as_json_names_it(
     assert snapshot(project.path) == before
 
 
+@pytest.mark.parametrize(("clients", "in_the_way", "first"), [
+    (["claude-code", "cursor"], ".cursor", ".cursor/mcp.json"),
+    (["vscode"], ".github/hooks", ".github/hooks/verified-memory.json"),
+])
+def test_a_file_where_a_folder_must_go_stops_the_run_before_anything_is_written(
+        project: GitRepo, capsys: pytest.CaptureFixture[str], clients: list[str],
+        in_the_way: str, first: str) -> None:
+    """A file named like a client's folder (.cursor, .github/hooks) was found only when
+    its folder was made: the files before it were written (claude-code wired, cursor
+    not) and the error said '/abs/path/.cursor: File exists'."""
+    root = project.path
+    (root / in_the_way).parent.mkdir(exist_ok=True)
+    (root / in_the_way).write_text("mine\n")
+    before = snapshot(root)
+    code, out, err = vmem(capsys, "init", *clients)
+    assert (code, out) == (1, "")
+    assert err == (f"vmem: error: {first} cannot be written: {in_the_way} is a file, not a "
+                   "folder\n")
+    assert snapshot(root) == before
+    code, out, _ = vmem(capsys, "init", "--check", *clients)
+    assert code == 1
+    assert f"{first}: {first} cannot be written: {in_the_way} is a file" in out
+
+
 # --------------------------------------------------------------------------- dry run, check
 
 

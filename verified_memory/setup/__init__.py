@@ -54,6 +54,10 @@ def _edited(root: Path, relative: str) -> str:
 
 def _read(root: Path, relative: str) -> str | None:
     path = root / relative
+    folder = nearest_existing(path)
+    if not folder.is_dir():  # found now, not after the files before it were written
+        raise ValidationError(f"{relative} cannot be written: "
+                              f"{folder.relative_to(root).as_posix()} is a file, not a folder")
     if not path.exists():
         return None
     if path.is_symlink() or not path.is_file():
