@@ -405,6 +405,27 @@ def test_a_file_where_a_folder_must_go_stops_the_run_before_anything_is_written(
     assert f"{first}: {first} cannot be written: {in_the_way} is a file" in out
 
 
+def test_a_server_entry_over_http_is_left_as_the_user_chose(
+        project: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's other way, `claude mcp add --transport http verified-memory URL`,
+    writes an entry with a url. vmem init added command and args beside it: one entry of
+    two transports (and VS Code's "type": "http" became "stdio" with the url left over),
+    which --check called wired. Now such an entry is left as it is."""
+    root = project.path
+    http = {"type": "http", "url": "http://127.0.0.1:8765/mcp"}
+    write_json(root, ".mcp.json", {"mcpServers": {"verified-memory": http}})
+    write_json(root, ".vscode/mcp.json", {"servers": {"verified-memory": http}})
+    before = {name: (root / name).read_text() for name in (".mcp.json", ".vscode/mcp.json")}
+    code, out, err = vmem(capsys, "init", "claude-code", "vscode")
+    assert code == 0, err
+    assert "unchanged .mcp.json (claude-code MCP server)" in out
+    assert "unchanged .vscode/mcp.json (vscode MCP server)" in out
+    assert {name: (root / name).read_text() for name in before} == before
+    assert (root / ".claude/settings.json").is_file()  # the rest is wired as ever
+    code, out, err = vmem(capsys, "init", "--check", "claude-code", "vscode")
+    assert code == 0, out + err
+
+
 # --------------------------------------------------------------------------- dry run, check
 
 

@@ -100,10 +100,14 @@ def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
 def merge_server(text: str | None, where: str, key: str, name: str,
                  entry: Mapping[str, Any]) -> str:
     """The MCP server ``name`` under ``key`` (``mcpServers``, VS Code's ``servers``):
-    its fields set to ``entry``'s, fields of its own (``env``...) and other servers kept."""
+    its fields set to ``entry``'s, fields of its own (``env``...) and other servers kept.
+    An entry with a ``url`` (the server over HTTP, as the user chose) is left as it is:
+    ``entry``'s command beside it would make one entry of two transports."""
     data = load_json(text, where)
     servers = _table(data, key, where)
     current = servers.get(name)
+    if isinstance(current, dict) and "url" in current:
+        return text or ""
     merged = dict(current) if isinstance(current, dict) else {}
     merged.update(entry)
     servers[name] = merged
