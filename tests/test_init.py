@@ -415,14 +415,19 @@ def test_a_server_entry_over_http_is_left_as_the_user_chose(
     http = {"type": "http", "url": "http://127.0.0.1:8765/mcp"}
     write_json(root, ".mcp.json", {"mcpServers": {"verified-memory": http}})
     write_json(root, ".vscode/mcp.json", {"servers": {"verified-memory": http}})
-    before = {name: (root / name).read_text() for name in (".mcp.json", ".vscode/mcp.json")}
-    code, out, err = vmem(capsys, "init", "claude-code", "vscode")
+    (root / ".codex").mkdir()
+    (root / ".codex/config.toml").write_text(
+        '[mcp_servers.verified-memory]\nurl = "http://127.0.0.1:8765/mcp"\n')
+    before = {name: (root / name).read_text()
+              for name in (".mcp.json", ".vscode/mcp.json", ".codex/config.toml")}
+    code, out, err = vmem(capsys, "init", "claude-code", "vscode", "codex")
     assert code == 0, err
     assert "unchanged .mcp.json (claude-code MCP server)" in out
     assert "unchanged .vscode/mcp.json (vscode MCP server)" in out
+    assert "unchanged .codex/config.toml (codex MCP server)" in out
     assert {name: (root / name).read_text() for name in before} == before
     assert (root / ".claude/settings.json").is_file()  # the rest is wired as ever
-    code, out, err = vmem(capsys, "init", "--check", "claude-code", "vscode")
+    code, out, err = vmem(capsys, "init", "--check", "claude-code", "vscode", "codex")
     assert code == 0, out + err
 
 

@@ -158,12 +158,17 @@ def _toml_string(value: str) -> str:
 def toml_server(text: str | None, where: str, name: str, command: str,
                 args: Sequence[str]) -> str:
     """``[mcp_servers.NAME]`` with ``command`` and ``args`` set, as text: the table's
-    other keys, its subtables and the rest of the file (comments too) kept."""
+    other keys, its subtables and the rest of the file (comments too) kept. A table with
+    a ``url`` (the server over HTTP) is left as it is, as ``merge_server`` leaves one."""
     text = text or ""
     try:
         before = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValidationError(f"{where} is not valid TOML: {exc}") from None
+    servers = before.get("mcp_servers")
+    current = servers.get(name) if isinstance(servers, dict) else None
+    if isinstance(current, dict) and "url" in current:
+        return text
     lines = text.splitlines(keepends=True)
     header = re.compile(rf"^\s*\[\s*mcp_servers\s*\.\s*(?:{re.escape(name)}|\"{re.escape(name)}\")"
                         r"\s*\]\s*(?:#.*)?$")
@@ -171,7 +176,7 @@ def toml_server(text: str | None, where: str, name: str, command: str,
                  f"args = [{', '.join(_toml_string(a) for a in args)}]\n"]
     at = next((i for i, line in enumerate(lines) if header.match(line)), None)
     if at is None:
-        if isinstance(before.get("mcp_servers"), dict) and name in before["mcp_servers"]:
+        if current is not None:
             raise ValidationError(
                 f"{where} defines mcp_servers.{name} in a form vmem init does not edit (an "
                 f"inline table or dotted keys): set its command to {command!r} and args to "
