@@ -681,6 +681,17 @@ def test_an_argument_a_tool_does_not_take_is_refused_not_dropped(server: Any) ->
     assert ok(call(server, "memory_search_by_path", path="src/config.py", line_start=1))
 
 
+def test_a_huge_repo_argument_is_refused_not_echoed(server: Any) -> None:
+    """`repo` had no length limit: 'a/bbb...' of 100,000 characters was answered with a
+    context of 100,000 characters (the header names the repository), far over its
+    2,000-token budget, and a malformed one was echoed whole in the error."""
+    for repo in ("a/" + "b" * 100_000, "a" * 100_000):
+        message = error(call(server, "memory_get_recent", repo=repo))
+        assert message == ("Error executing tool memory_get_recent: invalid input: repo: "
+                           "String should have at most 200 characters")
+    assert ok(call(server, "memory_stats", repo="a" * 39 + "/" + "b" * 100))["total"] == 0
+
+
 # --------------------------------------------------------------------------- prompts
 
 

@@ -243,8 +243,10 @@ class CitationIn(BaseModel):
                 "sha": self.sha}
 
 
-RepoArg = Annotated[str | None, Field(
-    description="Repository as 'owner/name'. Default: the repository the server runs in.")]
+#: GitHub's names are at most 39 + 1 + 100 characters: a longer one is a mistake, which
+#: would otherwise be echoed, and quoted in a context's header past its budget.
+RepoArg = Annotated[str | None, Field(max_length=200, description=(
+    "Repository as 'owner/name'. Default: the repository the server runs in."))]
 MemoryIdArg = Annotated[str, Field(min_length=1, max_length=200, description=(
     "The memory's id (a UUID), or a unique start of it (8 characters usually do)."))]
 RefArg = Annotated[str, Field(min_length=1, max_length=255,
