@@ -66,12 +66,13 @@ class Seconds(_SecondsType):
         if isinstance(value, float):
             return value
         try:
-            if not str(value).strip():
-                raise ValidationError("empty")
-            return time_limit(str(value), "the time limit", 0)
+            seconds = time_limit(str(value), "--time-limit", 0.0)  # 0.0: blank, refused
         except ValidationError:
+            seconds = 0.0
+        if not seconds:
             self.fail(f"{value!r} is not a number of seconds above 0 and at most 86400",
                       param, ctx)
+        return seconds
 
 
 class CitedFile(_FileLinesType):
