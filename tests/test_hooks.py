@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -368,6 +369,23 @@ def test_a_closed_stdin_is_no_input(cli: GitRepo, service: MemoryService,
     out, err = capsys.readouterr()
     assert exit_info.value.code == 0, err
     assert retry in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_a_hook_started_with_stdout_closed_ends_without_a_traceback(
+        cli: GitRepo, service: MemoryService) -> None:
+    """With stdout closed (`>&-`) Python has no sys.stdout, and printing the answer was a
+    traceback; now the answer goes nowhere and the hook ends as it would have. A real
+    process, with the stream really closed (stdin too, for the other fix)."""
+    retry = remember(service, "Retry budget", "HTTP calls retry MAX_RETRIES times.",
+                     "app/net.py", 1)
+    for closed in (">&-", "<&-"):
+        done = subprocess.run(
+            ["bash", "-c", f'"$0" -m verified_memory -C "$1" hook session-start {closed}',
+             sys.executable, str(cli.path)],
+            capture_output=True, text=True, check=False, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        assert (retry in done.stdout) is (closed == "<&-")
 
 
 def test_a_transcript_that_is_no_file_is_no_transcript(tmp_path: Path) -> None:

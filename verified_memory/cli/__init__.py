@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -551,8 +552,12 @@ def main(argv: list[str] | None = None) -> None:
     # The Postgres pool logs each connection it drops or cannot make; the failure
     # reaches the user once, as our one line.
     logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
-    if sys.stdin is None:  # started with stdin closed (`<&-`): Python then has none
-        sys.stdin = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")  # read as empty
+    # Started with stdin or stdout closed (`<&-`, `>&-`), Python has None there: read
+    # nothing; write nowhere (to /dev/null: an answer as long as an export is not kept).
+    if sys.stdin is None:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (the process's)
     try:
         code = cli.main(args=argv, prog_name="vmem", standalone_mode=False)
     except click.exceptions.Abort:
