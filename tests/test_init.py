@@ -431,6 +431,22 @@ def test_a_server_entry_over_http_is_left_as_the_user_chose(
     assert code == 0, out + err
 
 
+@pytest.mark.parametrize("header", ["[mcp_servers.verified-memory]",
+                                    '[mcp_servers."verified-memory"]  # ours',
+                                    "[ mcp_servers . 'verified-memory' ]"])
+def test_codex_table_header_in_each_form_toml_spells_it(
+        project: GitRepo, capsys: pytest.CaptureFixture[str], header: str) -> None:
+    """A literal-string key ('verified-memory') was refused as 'an inline table or dotted
+    keys', which it is not; now it is edited in place like the other forms."""
+    (project.path / ".codex").mkdir()
+    config = project.path / ".codex/config.toml"
+    config.write_text(f'{header}\ncommand = "old-vmem"\nstartup_timeout_sec = 20\n')
+    code, _, err = vmem(capsys, "init", "codex")
+    assert code == 0, err
+    assert config.read_text() == (f'{header}\ncommand = "vmem"\nargs = ["mcp"]\n'
+                                  "startup_timeout_sec = 20\n")
+
+
 # --------------------------------------------------------------------------- dry run, check
 
 

@@ -170,7 +170,8 @@ def toml_server(text: str | None, where: str, name: str, command: str,
     if isinstance(current, dict) and "url" in current:
         return text
     lines = text.splitlines(keepends=True)
-    header = re.compile(rf"^\s*\[\s*mcp_servers\s*\.\s*(?:{re.escape(name)}|\"{re.escape(name)}\")"
+    key = re.escape(name)  # bare, a basic string or a literal string
+    header = re.compile(rf"^\s*\[\s*mcp_servers\s*\.\s*(?:{key}|\"{key}\"|'{key}')"
                         r"\s*\]\s*(?:#.*)?$")
     set_lines = [f"command = {_toml_string(command)}\n",
                  f"args = [{', '.join(_toml_string(a) for a in args)}]\n"]
