@@ -692,6 +692,21 @@ def test_a_huge_repo_argument_is_refused_not_echoed(server: Any) -> None:
     assert ok(call(server, "memory_stats", repo="a" * 39 + "/" + "b" * 100))["total"] == 0
 
 
+def test_a_huge_citation_is_refused_not_echoed(server: Any) -> None:
+    """A citation's path and sha had no length limit (memory_read_citation's path has
+    1,000): a path of a million characters came back whole in the error, and
+    memory_verify_citations answered a 600,000-character path with 1.2 MB."""
+    huge = [({"path": "a" * 1_000_000, "line_start": 1},
+             "citations[0].path: String should have at most 1000 characters"),
+            ({"path": "src/config.py", "line_start": 1, "sha": "f" * 1_000_000},
+             "citations[0].sha: String should have at most 255 characters")]
+    for cite, said in huge:
+        for tool, arguments in (("memory_store", new_memory(citations=[cite])),
+                                ("memory_verify_citations", {"citations": [cite]})):
+            assert error(call(server, tool, **arguments)) == (
+                f"Error executing tool {tool}: invalid input: {said}")
+
+
 # --------------------------------------------------------------------------- prompts
 
 

@@ -229,13 +229,13 @@ class CitationIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str = Field(description="File path relative to the repository root, e.g. "
-                                  "'src/api/client.py'.")
+    path: str = Field(max_length=1000, description="File path relative to the repository "
+                                                   "root, e.g. 'src/api/client.py'.")
     line_start: int = Field(ge=1, le=MAX_LINE, description="First cited line, 1-indexed.")
     line_end: int | None = Field(default=None, ge=1, le=MAX_LINE,
                                  description="Last cited line, inclusive (default: line_start).")
-    sha: str | None = Field(default=None, description="Commit the line numbers refer to "
-                                                      "(default: the ref of the call).")
+    sha: str | None = Field(default=None, max_length=255, description=(
+        "Commit the line numbers refer to (default: the ref of the call)."))
 
     def as_dict(self) -> dict[str, Any]:
         return {"path": self.path, "line_start": self.line_start,
