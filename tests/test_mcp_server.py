@@ -763,6 +763,16 @@ def test_prompt_errors_are_invalid_params_that_say_what(server: Any, repo: GitRe
     extra = prompt_failure(server, "memory_rules", {"bogus": "1"})
     assert extra.error.code == INVALID_PARAMS
     assert "bogus" in extra.error.message
+    for argument, value, most in (("repo", "a/" + "b" * 100_000, 200),
+                                  ("hydration", "h" * 100_000, 10),
+                                  ("query", "q" * 100_000, 500)):
+        # A 100,000-character repo was a context of 100,000 characters, past its budget;
+        # a huge hydration was echoed whole.
+        huge = prompt_failure(server, "verified_context", {argument: value})
+        assert huge.error.code == INVALID_PARAMS
+        assert huge.error.message == ("invalid arguments for prompt verified_context: "
+                                      f"{argument}: String should have at most {most} "
+                                      "characters")
     (tmp_path / "not-a-dir").write_text("x")
     broken = build_server(lambda: MemoryService(SQLiteStore(tmp_path / "not-a-dir" / "m.db"),
                                                 LocalGitSource(repo.path)), default_repo=REPO)

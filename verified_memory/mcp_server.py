@@ -247,6 +247,8 @@ class CitationIn(BaseModel):
 #: would otherwise be echoed, and quoted in a context's header past its budget.
 RepoArg = Annotated[str | None, Field(max_length=200, description=(
     "Repository as 'owner/name'. Default: the repository the server runs in."))]
+QueryArg = Annotated[str, Field(max_length=500, description=(
+    "Words to look for in subjects, facts and tags."))]
 MemoryIdArg = Annotated[str, Field(min_length=1, max_length=200, description=(
     "The memory's id (a UUID), or a unique start of it (8 characters usually do)."))]
 RefArg = Annotated[str, Field(min_length=1, max_length=255,
@@ -508,9 +510,7 @@ def _add_tools(server: MCPServer[_Run]) -> None:
 
     @server.tool(title="Search verified memories", annotations=verifying)
     @_errors
-    def memory_search(ctx: ToolContext,
-                      query: Annotated[str, Field(min_length=1, max_length=500, description=(
-                          "Words to look for in subjects, facts and tags."))],
+    def memory_search(ctx: ToolContext, query: Annotated[QueryArg, Field(min_length=1)],
                       repo: RepoArg = None, limit: LimitArg = 20,
                       hydration: HydrationArg = "full", budget: BudgetArg = DEFAULT_BUDGET,
                       ref: RefArg = "HEAD", dry_run: DryRunArg = False,
@@ -835,8 +835,8 @@ def _add_prompts(server: MCPServer[_Run]) -> None:
                    description="The repository's memories that hold against the code now, "
                                "as at session start (verified first; most relevant to the "
                                "query first when one is given).")
-    def verified_context(ctx: ToolContext, repo: str = "", query: str = "",
-                         hydration: str = "summary") -> str:
+    def verified_context(ctx: ToolContext, repo: RepoArg = None, query: QueryArg = "",
+                         hydration: Annotated[str, Field(max_length=10)] = "summary") -> str:
         try:
             run = _run(ctx)
             level = Hydration.parse(hydration)  # bad input is the caller's, before any work
