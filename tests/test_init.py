@@ -381,28 +381,34 @@ def test_a_json_value_of_the_wrong_kind_is_named_as_json_names_it(
     assert snapshot(project.path) == before
 
 
-@pytest.mark.parametrize(("clients", "in_the_way", "first"), [
-    (["claude-code", "cursor"], ".cursor", ".cursor/mcp.json"),
-    (["vscode"], ".github/hooks", ".github/hooks/verified-memory.json"),
+@pytest.mark.parametrize(("clients", "in_the_way", "first", "dangling"), [
+    (["claude-code", "cursor"], ".cursor", ".cursor/mcp.json", False),
+    (["vscode"], ".github/hooks", ".github/hooks/verified-memory.json", False),
+    (["claude-code", "cursor"], ".cursor", ".cursor/mcp.json", True),
 ])
 def test_a_file_where_a_folder_must_go_stops_the_run_before_anything_is_written(
         project: GitRepo, capsys: pytest.CaptureFixture[str], clients: list[str],
-        in_the_way: str, first: str) -> None:
-    """A file named like a client's folder (.cursor, .github/hooks) was found only when
-    its folder was made: the files before it were written (claude-code wired, cursor
-    not) and the error said '/abs/path/.cursor: File exists'."""
+        in_the_way: str, first: str, dangling: bool) -> None:
+    """A file named like a client's folder (.cursor, .github/hooks), or a symbolic link
+    there to nothing, was found only when its folder was made: the files before it were
+    written (claude-code wired, cursor not) and the error said '/abs/path/.cursor: File
+    exists'."""
     root = project.path
     (root / in_the_way).parent.mkdir(exist_ok=True)
-    (root / in_the_way).write_text("mine\n")
+    if dangling:
+        (root / in_the_way).symlink_to("no-such-folder")
+    else:
+        (root / in_the_way).write_text("mine\n")
     before = snapshot(root)
     code, out, err = vmem(capsys, "init", *clients)
     assert (code, out) == (1, "")
-    assert err == (f"vmem: error: {first} cannot be written: {in_the_way} is a file, not a "
-                   "folder\n")
+    assert err == f"vmem: error: {first} cannot be written: {in_the_way} is not a folder\n"
     assert snapshot(root) == before
+    assert sorted(p.name for p in root.iterdir()) == sorted([".git", "app", in_the_way.split(
+        "/")[0]])
     code, out, _ = vmem(capsys, "init", "--check", *clients)
     assert code == 1
-    assert f"{first}: {first} cannot be written: {in_the_way} is a file" in out
+    assert f"{first}: {first} cannot be written: {in_the_way} is not a folder" in out
 
 
 def test_a_server_entry_over_http_is_left_as_the_user_chose(

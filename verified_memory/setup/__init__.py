@@ -54,10 +54,12 @@ def _edited(root: Path, relative: str) -> str:
 
 def _read(root: Path, relative: str) -> str | None:
     path = root / relative
-    folder = nearest_existing(path)
-    if not folder.is_dir():  # found now, not after the files before it were written
-        raise ValidationError(f"{relative} cannot be written: "
-                              f"{folder.relative_to(root).as_posix()} is a file, not a folder")
+    # Found now, not after the files before it were written: a file (or a link to
+    # nothing) where a folder on the way must go.
+    for folder in reversed(Path(relative).parents[:-1]):
+        if os.path.lexists(root / folder) and not (root / folder).is_dir():
+            raise ValidationError(f"{relative} cannot be written: {folder.as_posix()} is not "
+                                  "a folder")
     if not path.exists():
         return None
     if path.is_symlink() or not path.is_file():
