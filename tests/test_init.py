@@ -381,24 +381,47 @@ def test_a_json_value_of_the_wrong_kind_is_named_as_json_names_it(
     assert snapshot(project.path) == before
 
 
-@pytest.mark.parametrize(("clients", "in_the_way", "first", "dangling"), [
-    (["claude-code", "cursor"], ".cursor", ".cursor/mcp.json", False),
-    (["vscode"], ".github/hooks", ".github/hooks/verified-memory.json", False),
-    (["claude-code", "cursor"], ".cursor", ".cursor/mcp.json", True),
+def test_a_folder_link_is_followed_only_inside_the_project(
+        project: GitRepo, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A link on the way to a file (.claude -> elsewhere) was followed wherever it led,
+    out of the project too (a cloned project's .claude -> ~/.claude would have wired
+    every project of the user). Now it is held to what a linked file is: inside the
+    working copy and outside .git. A link to a folder not there yet (which failed with
+    'File exists' after the files before it were written) has the folder made."""
+    root = project.path
+    (root / ".claude").symlink_to("config/claude")
+    code, out, err = vmem(capsys, "init", "claude-code")
+    assert code == 0, err
+    assert "created   config/claude/settings.json (claude-code session hooks)" in out
+    assert (root / ".claude").is_symlink()
+    assert "hook session-start" in (root / "config/claude/settings.json").read_text()
+    elsewhere = tmp_path / "dotfiles"
+    elsewhere.mkdir()
+    (root / ".claude").unlink()
+    (root / ".claude").symlink_to(elsewhere)
+    before = snapshot(root)
+    code, out, err = vmem(capsys, "init", "claude-code")
+    assert (code, out) == (1, "")
+    assert err == ("vmem: error: .claude/settings.json: .claude is a symbolic link that leads "
+                   "out of the working copy: vmem init edits the files of this working copy "
+                   "only\n")
+    assert snapshot(root) == before
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize(("clients", "in_the_way", "first"), [
+    (["claude-code", "cursor"], ".cursor", ".cursor/mcp.json"),
+    (["vscode"], ".github/hooks", ".github/hooks/verified-memory.json"),
 ])
 def test_a_file_where_a_folder_must_go_stops_the_run_before_anything_is_written(
         project: GitRepo, capsys: pytest.CaptureFixture[str], clients: list[str],
-        in_the_way: str, first: str, dangling: bool) -> None:
-    """A file named like a client's folder (.cursor, .github/hooks), or a symbolic link
-    there to nothing, was found only when its folder was made: the files before it were
-    written (claude-code wired, cursor not) and the error said '/abs/path/.cursor: File
-    exists'."""
+        in_the_way: str, first: str) -> None:
+    """A file named like a client's folder (.cursor, .github/hooks) was found only when
+    its folder was made: the files before it were written (claude-code wired, cursor
+    not) and the error said '/abs/path/.cursor: File exists'."""
     root = project.path
     (root / in_the_way).parent.mkdir(exist_ok=True)
-    if dangling:
-        (root / in_the_way).symlink_to("no-such-folder")
-    else:
-        (root / in_the_way).write_text("mine\n")
+    (root / in_the_way).write_text("mine\n")
     before = snapshot(root)
     code, out, err = vmem(capsys, "init", *clients)
     assert (code, out) == (1, "")

@@ -31,15 +31,17 @@ MAX_FILE = 4 * 1024 * 1024
 
 def _edited(root: Path, relative: str) -> str:
     """The file ``vmem init`` edits for ``relative`` (relative to ``root`` too): itself,
-    or for a symbolic link, the file of the working copy it leads to (which may not
-    exist yet), so the link stays a link (CLAUDE.md -> AGENTS.md: one rules file for two
-    clients). A link out of the working copy, into ``.git`` or round in a loop is
-    refused: a project someone else wrote must not make vmem init write anywhere else."""
-    path = root / relative
-    if not path.is_symlink():
+    or where the symbolic links on its way lead (the file may not exist yet), so a link
+    stays a link (CLAUDE.md -> AGENTS.md: one rules file for two clients). A link out of
+    the working copy, into ``.git`` or round in a loop is refused: a project someone
+    else wrote must not make vmem init write anywhere else."""
+    parts = Path(relative).parts
+    link = next((Path(*parts[:n]) for n in range(1, len(parts) + 1)
+                 if (root / Path(*parts[:n])).is_symlink()), None)
+    if link is None:
         return relative
     try:
-        target = path.resolve().relative_to(root.resolve())
+        target = (root / relative).resolve().relative_to(root.resolve())
     except (OSError, RuntimeError):  # RuntimeError: a loop, before Python 3.13
         why = "loops"
     except ValueError:
@@ -48,7 +50,8 @@ def _edited(root: Path, relative: str) -> str:
         if ".git" not in target.parts:
             return target.as_posix()
         why = "leads into .git"
-    raise ValidationError(f"{relative} is a symbolic link that {why}: vmem init edits the "
+    where = relative if link.as_posix() == relative else f"{relative}: {link.as_posix()}"
+    raise ValidationError(f"{where} is a symbolic link that {why}: vmem init edits the "
                           "files of this working copy only")
 
 
