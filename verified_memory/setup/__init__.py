@@ -57,10 +57,10 @@ def _edited(root: Path, relative: str) -> str:
 
 def _read(root: Path, relative: str) -> str | None:
     path = root / relative
-    # Found now, not after the files before it were written: a file (or a link to
-    # nothing) where a folder on the way must go.
+    # Found now, not after the files before it were written: a file where a folder on
+    # the way must go (links are followed already: ``_edited``).
     for folder in reversed(Path(relative).parents[:-1]):
-        if os.path.lexists(root / folder) and not (root / folder).is_dir():
+        if (root / folder).exists() and not (root / folder).is_dir():
             raise ValidationError(f"{relative} cannot be written: {folder.as_posix()} is not "
                                   "a folder")
     if not path.exists():
