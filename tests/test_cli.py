@@ -475,3 +475,19 @@ def test_path_mistakes_are_usage_errors_naming_the_option(
     for (command, value), message in said.items():
         assert usage_error(capsys, command, "--path", value) == (
             f"Error: Invalid value for '--path': {message}"), (command, value)
+
+
+def test_vmem_truth_ref_wins_over_git_config(repo: GitRepo, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's precedence: when both name the main line, the variable wins."""
+    store(capsys)
+    branch = repo.run("branch", "--show-current").strip()
+    repo.run("config", "vmem.truthRef", "no-such-branch")
+    code, _, err = vmem(capsys, "context")
+    assert code == 0, err
+    assert "the main line could not be told" in err
+    assert "no-such-branch" in err
+    monkeypatch.setenv("VMEM_TRUTH_REF", branch)
+    code, _, err = vmem(capsys, "context")
+    assert code == 0, err
+    assert f"is the tip of {branch}: verdicts are applied" in err

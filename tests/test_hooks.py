@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -335,3 +338,71 @@ def test_the_hook_runs_under_the_context_time_limit(cli: GitRepo, service: Memor
     assert "1 more could not be checked" in context
     assert "HTTP calls retry" not in context
     assert "time limit" in err
+
+
+@pytest.mark.parametrize("seconds", ["nan", "NaN", "0", "-1", "inf", "86401", " "])
+def test_a_time_limit_that_is_no_number_of_seconds_is_one_line(
+        cli: GitRepo, service: MemoryService, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch, seconds: str) -> None:
+    """The wired hooks pass the group's options before `hook`: NaN passed the range
+    check (every comparison with it is false) and the pass's budget refused it with a
+    traceback."""
+    remember(service, "Retry budget", "HTTP calls retry MAX_RETRIES times.", "app/net.py", 1)
+    code, out, err = hook(capsys, monkeypatch, {"cwd": str(cli.path), "prompt": "MAX_RETRIES"},
+                          "--time-limit", seconds, "hook", "prompt")
+    assert (code, out) == (1, "")
+    assert err.startswith("vmem: error: Invalid value for '--time-limit': "), err
+    assert "above 0 and at most 86400" in err
+    assert err.count("\n") == 1, err
+
+
+def test_a_closed_stdin_is_no_input(cli: GitRepo, service: MemoryService,
+                                    capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client (or a shell's `<&-`) may start the hook with stdin closed: Python then
+    has no sys.stdin at all, which read as a traceback; now as no input."""
+    retry = remember(service, "Retry budget", "HTTP calls retry MAX_RETRIES times.",
+                     "app/net.py", 1)
+    monkeypatch.setattr(sys, "stdin", None)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["-C", str(cli.path), "hook", "session-start"])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 0, err
+    assert retry in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_a_hook_started_with_stdout_closed_ends_without_a_traceback(
+        cli: GitRepo, service: MemoryService) -> None:
+    """With stdout closed (`>&-`) Python has no sys.stdout, and printing the answer was a
+    traceback; now the answer goes nowhere and the hook ends as it would have. A real
+    process, with the stream really closed (stdin too, for the other fix)."""
+    retry = remember(service, "Retry budget", "HTTP calls retry MAX_RETRIES times.",
+                     "app/net.py", 1)
+    for closed in (">&-", "<&-"):
+        done = subprocess.run(
+            ["bash", "-c", f'"$0" -m verified_memory -C "$1" hook session-start {closed}',
+             sys.executable, str(cli.path)],
+            capture_output=True, text=True, check=False, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        assert (retry in done.stdout) is (closed == "<&-")
+
+
+def test_a_transcript_that_is_no_file_is_no_transcript(tmp_path: Path) -> None:
+    """The stop hook opened whatever transcript_path named: a FIFO never opened (no
+    writer), /dev/zero never ended, and the hook hung until the client killed it. Now
+    only a regular file is read; anything else is no transcript (quiet)."""
+    fifo = tmp_path / "session.jsonl"
+    os.mkfifo(fifo)
+    said: list[str | None] = []
+    reader = threading.Thread(target=lambda: said.append(
+        stop_reminder(HookInput(transcript=fifo))), daemon=True)
+    reader.start()
+    reader.join(10)  # a guard against a hang, not a measure of speed
+    hung = reader.is_alive()
+    if hung:  # let the reader go: a writer that opens and closes at once
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join()
+    assert not hung
+    assert said == [None]
+    assert stop_reminder(HookInput(transcript=tmp_path)) is None  # a directory

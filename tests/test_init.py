@@ -260,6 +260,222 @@ def test_vscode_files_and_jsonc_is_refused_whole(project: GitRepo,
     assert snapshot(root) == before
 
 
+def test_line_ends_and_a_byte_order_mark_are_kept(project: GitRepo,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Files written on Windows: CRLF line ends, maybe a UTF-8 byte order mark. Before,
+    the rules files and config.toml came back with every line end changed to LF (the
+    whole file rewritten), and a JSON or TOML file with a mark was refused ("Unexpected
+    UTF-8 BOM (decode using utf-8-sig)", "Invalid statement")."""
+    root = project.path
+    bom = "\ufeff"
+    claude_md = "# App\r\n\r\nUse pnpm, never npm.\r\n"
+    agents_md = bom + "# Agents\r\n\r\nRun `make check`.\r\n"
+    config = bom + CODEX_CONFIG.replace("\n", "\r\n")
+    mcp_json = bom + json.dumps(CLAUDE_MCP, indent=2).replace("\n", "\r\n") + "\r\n"
+    files = {"CLAUDE.md": claude_md, "AGENTS.md": agents_md, ".codex/config.toml": config,
+             ".mcp.json": mcp_json}
+    (root / ".codex").mkdir()
+    for name, text in files.items():
+        (root / name).write_bytes(text.encode())
+    code, _, err = vmem(capsys, "init", "claude-code", "codex")
+    assert code == 0, err
+    for name, text in files.items():
+        after = (root / name).read_bytes().decode()
+        assert after.startswith(bom) == text.startswith(bom), name
+        assert after.count("\n") == after.count("\r\n"), name  # every line end CRLF
+    for name in ("CLAUDE.md", "AGENTS.md"):
+        after = (root / name).read_bytes().decode()
+        assert after.startswith(files[name]), name  # their text, byte for byte
+        assert block(after.replace("\r\n", "\n")) == RULES.rstrip()
+    toml_after = (root / ".codex/config.toml").read_bytes().decode()
+    assert toml_after.startswith(config.split("[mcp_servers.verified-memory]")[0])
+    assert tomllib.loads(toml_after.removeprefix(bom))["mcp_servers"]["verified-memory"][
+        "command"] == "vmem"
+    servers = json.loads((root / ".mcp.json").read_bytes().decode().removeprefix(bom))
+    assert servers["mcpServers"]["github"] == CLAUDE_MCP["mcpServers"]["github"]
+    before = snapshot(root)
+    code, out, _ = vmem(capsys, "init", "claude-code", "codex")  # again: nothing moves
+    assert code == 0
+    assert all(line.startswith("unchanged") for line in out.splitlines()), out
+    assert snapshot(root) == before
+    code, out, err = vmem(capsys, "init", "--check", "claude-code", "codex")
+    assert code == 0, out + err
+
+
+def test_a_link_to_a_file_of_the_project_is_edited_through(
+        project: GitRepo, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """One rules file for two clients (CLAUDE.md -> AGENTS.md) was refused ("is not a
+    regular file"). Now the file it points to is edited, once for both, and the link
+    stays a link (a link to a file not there yet creates it); a link out of the
+    project, into .git or round in a loop is still refused, with nothing written."""
+    root = project.path
+    (root / "AGENTS.md").write_text("# Agents\n\nRun `make check`.\n")
+    (root / "CLAUDE.md").symlink_to("AGENTS.md")
+    code, out, err = vmem(capsys, "init", "claude-code", "codex", "--dry-run")
+    assert code == 0, err
+    patched = subprocess.run(["git", "apply", "--check", "-"], input=out, text=True,
+                             cwd=root, capture_output=True, check=False)
+    assert patched.returncode == 0, patched.stderr
+    code, out, err = vmem(capsys, "init", "claude-code", "codex")
+    assert code == 0, err
+    assert "updated   AGENTS.md (claude-code memory rules, codex memory rules)" in out
+    assert "CLAUDE.md" not in out
+    assert os.readlink(root / "CLAUDE.md") == "AGENTS.md"
+    agents = (root / "AGENTS.md").read_text()
+    assert agents.startswith("# Agents\n\nRun `make check`.\n\n" + BLOCK_BEGIN)
+    assert agents.count(BLOCK_BEGIN) == 1
+    before = snapshot(root)
+    code, out, _ = vmem(capsys, "init", "claude-code", "codex")
+    assert all(line.startswith("unchanged") for line in out.splitlines()), out
+    assert snapshot(root) == before
+    code, out, err = vmem(capsys, "init", "--check", "claude-code", "codex")
+    assert code == 0, out + err
+    assert "claude-code: 3 of 3 wired" in out
+    (root / "CLAUDE.md").unlink()
+    (root / "CLAUDE.md").symlink_to("docs/RULES.md")
+    code, out, err = vmem(capsys, "init", "claude-code")
+    assert code == 0, err
+    assert "created   docs/RULES.md (claude-code memory rules)" in out
+    assert block((root / "CLAUDE.md").read_text()) == RULES.rstrip()
+    assert os.readlink(root / "CLAUDE.md") == "docs/RULES.md"
+    outside = tmp_path / "notes.md"
+    outside.write_text("mine\n")
+    for target, why in [(outside, "leads out of the working copy"),
+                        (root / ".git" / "config", "leads into .git"),
+                        (root / "CLAUDE.md", "loops")]:
+        git_config = (root / ".git" / "config").read_bytes()
+        (root / "CLAUDE.md").unlink()
+        (root / "CLAUDE.md").symlink_to(target)
+        before = snapshot(root)
+        code, out, err = vmem(capsys, "init", "claude-code")
+        assert (code, out) == (1, ""), target
+        assert err == (f"vmem: error: CLAUDE.md is a symbolic link that {why}: vmem init "
+                       "edits the files of this working copy only\n")
+        assert snapshot(root) == before
+        assert outside.read_text() == "mine\n"
+        assert (root / ".git" / "config").read_bytes() == git_config
+        code, out, _ = vmem(capsys, "init", "--check", "claude-code")
+        assert code == 1
+        assert f"unreadable memory rules   CLAUDE.md: CLAUDE.md is a symbolic link that {why}" \
+            in out
+
+
+@pytest.mark.parametrize(("relative", "text", "said"), [
+    (".mcp.json", "[]\n", ".mcp.json holds an array, not a JSON object"),
+    (".mcp.json", '{"mcpServers": null}\n', ".mcp.json: mcpServers is null, not an object"),
+    (".mcp.json", '{"mcpServers": ["x"]}\n', ".mcp.json: mcpServers is an array, not an object"),
+    (".claude/settings.json", '{"hooks": {"Stop": {"command": "x"}}}\n',
+     ".claude/settings.json: hooks.Stop is an object, not an array"),
+])
+def test_a_json_value_of_the_wrong_kind_is_named_as_json_names_it(
+        project: GitRepo, capsys: pytest.CaptureFixture[str], relative: str, text: str,
+        said: str) -> None:
+    """Python's names for JSON's kinds ('a NoneType', 'a JSON list') said what was wrong
+    in words the file does not use; hooks.Stop 'is not a list' did not say what it was."""
+    (project.path / relative).parent.mkdir(exist_ok=True)
+    (project.path / relative).write_text(text)
+    before = snapshot(project.path)
+    code, out, err = vmem(capsys, "init", "claude-code")
+    assert (code, out) == (1, "")
+    assert err == f"vmem: error: {said}\n"
+    assert snapshot(project.path) == before
+
+
+def test_a_folder_link_is_followed_only_inside_the_project(
+        project: GitRepo, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A link on the way to a file (.claude -> elsewhere) was followed wherever it led,
+    out of the project too (a cloned project's .claude -> ~/.claude would have wired
+    every project of the user). Now it is held to what a linked file is: inside the
+    working copy and outside .git. A link to a folder not there yet (which failed with
+    'File exists' after the files before it were written) has the folder made."""
+    root = project.path
+    (root / ".claude").symlink_to("config/claude")
+    code, out, err = vmem(capsys, "init", "claude-code")
+    assert code == 0, err
+    assert "created   config/claude/settings.json (claude-code session hooks)" in out
+    assert (root / ".claude").is_symlink()
+    assert "hook session-start" in (root / "config/claude/settings.json").read_text()
+    elsewhere = tmp_path / "dotfiles"
+    elsewhere.mkdir()
+    (root / ".claude").unlink()
+    (root / ".claude").symlink_to(elsewhere)
+    before = snapshot(root)
+    code, out, err = vmem(capsys, "init", "claude-code")
+    assert (code, out) == (1, "")
+    assert err == ("vmem: error: .claude/settings.json: .claude is a symbolic link that leads "
+                   "out of the working copy: vmem init edits the files of this working copy "
+                   "only\n")
+    assert snapshot(root) == before
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize(("clients", "in_the_way", "first"), [
+    (["claude-code", "cursor"], ".cursor", ".cursor/mcp.json"),
+    (["vscode"], ".github/hooks", ".github/hooks/verified-memory.json"),
+])
+def test_a_file_where_a_folder_must_go_stops_the_run_before_anything_is_written(
+        project: GitRepo, capsys: pytest.CaptureFixture[str], clients: list[str],
+        in_the_way: str, first: str) -> None:
+    """A file named like a client's folder (.cursor, .github/hooks) was found only when
+    its folder was made: the files before it were written (claude-code wired, cursor
+    not) and the error said '/abs/path/.cursor: File exists'."""
+    root = project.path
+    (root / in_the_way).parent.mkdir(exist_ok=True)
+    (root / in_the_way).write_text("mine\n")
+    before = snapshot(root)
+    code, out, err = vmem(capsys, "init", *clients)
+    assert (code, out) == (1, "")
+    assert err == f"vmem: error: {first} cannot be written: {in_the_way} is not a folder\n"
+    assert snapshot(root) == before
+    assert sorted(p.name for p in root.iterdir()) == sorted([".git", "app", in_the_way.split(
+        "/")[0]])
+    code, out, _ = vmem(capsys, "init", "--check", *clients)
+    assert code == 1
+    assert f"{first}: {first} cannot be written: {in_the_way} is not a folder" in out
+
+
+def test_a_server_entry_over_http_is_left_as_the_user_chose(
+        project: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's other way, `claude mcp add --transport http verified-memory URL`,
+    writes an entry with a url. vmem init added command and args beside it: one entry of
+    two transports (and VS Code's "type": "http" became "stdio" with the url left over),
+    which --check called wired. Now such an entry is left as it is."""
+    root = project.path
+    http = {"type": "http", "url": "http://127.0.0.1:8765/mcp"}
+    write_json(root, ".mcp.json", {"mcpServers": {"verified-memory": http}})
+    write_json(root, ".vscode/mcp.json", {"servers": {"verified-memory": http}})
+    (root / ".codex").mkdir()
+    (root / ".codex/config.toml").write_text(
+        '[mcp_servers.verified-memory]\nurl = "http://127.0.0.1:8765/mcp"\n')
+    before = {name: (root / name).read_text()
+              for name in (".mcp.json", ".vscode/mcp.json", ".codex/config.toml")}
+    code, out, err = vmem(capsys, "init", "claude-code", "vscode", "codex")
+    assert code == 0, err
+    assert "unchanged .mcp.json (claude-code MCP server)" in out
+    assert "unchanged .vscode/mcp.json (vscode MCP server)" in out
+    assert "unchanged .codex/config.toml (codex MCP server)" in out
+    assert {name: (root / name).read_text() for name in before} == before
+    assert (root / ".claude/settings.json").is_file()  # the rest is wired as ever
+    code, out, err = vmem(capsys, "init", "--check", "claude-code", "vscode", "codex")
+    assert code == 0, out + err
+
+
+@pytest.mark.parametrize("header", ["[mcp_servers.verified-memory]",
+                                    '[mcp_servers."verified-memory"]  # ours',
+                                    "[ mcp_servers . 'verified-memory' ]"])
+def test_codex_table_header_in_each_form_toml_spells_it(
+        project: GitRepo, capsys: pytest.CaptureFixture[str], header: str) -> None:
+    """A literal-string key ('verified-memory') was refused as 'an inline table or dotted
+    keys', which it is not; now it is edited in place like the other forms."""
+    (project.path / ".codex").mkdir()
+    config = project.path / ".codex/config.toml"
+    config.write_text(f'{header}\ncommand = "old-vmem"\nstartup_timeout_sec = 20\n')
+    code, _, err = vmem(capsys, "init", "codex")
+    assert code == 0, err
+    assert config.read_text() == (f'{header}\ncommand = "vmem"\nargs = ["mcp"]\n'
+                                  "startup_timeout_sec = 20\n")
+
+
 # --------------------------------------------------------------------------- dry run, check
 
 

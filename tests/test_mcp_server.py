@@ -664,6 +664,49 @@ def test_arguments_the_schema_rejects_are_one_line_that_names_them(server: Any) 
                        "line_start: Input should be less than or equal to 2147483647")
 
 
+def test_an_argument_a_tool_does_not_take_is_refused_not_dropped(server: Any) -> None:
+    """A misspelt optional argument was dropped without a word: `start` for `line_start`
+    answered with every memory of the file, as if no lines had been asked for."""
+    record = store(server)
+    message = error(call(server, "memory_search_by_path", path="src/config.py", start=3))
+    assert message.startswith("Error executing tool memory_search_by_path: invalid input: "
+                              "start: unexpected argument; memory_search_by_path takes path, "
+                              "line_start, line_end, repo,"), message
+    assert "\n" not in message
+    assert "ctx" not in message
+    message = error(call(server, "memory_refresh", memory_id=record["id"], dryrun=True))
+    assert "invalid input: dryrun: unexpected argument" in message
+    for tool in session(server, lambda client: client.list_tools()).tools:
+        assert tool.input_schema["additionalProperties"] is False, tool.name
+    assert ok(call(server, "memory_search_by_path", path="src/config.py", line_start=1))
+
+
+def test_a_huge_repo_argument_is_refused_not_echoed(server: Any) -> None:
+    """`repo` had no length limit: 'a/bbb...' of 100,000 characters was answered with a
+    context of 100,000 characters (the header names the repository), far over its
+    2,000-token budget, and a malformed one was echoed whole in the error."""
+    for repo in ("a/" + "b" * 100_000, "a" * 100_000):
+        message = error(call(server, "memory_get_recent", repo=repo))
+        assert message == ("Error executing tool memory_get_recent: invalid input: repo: "
+                           "String should have at most 200 characters")
+    assert ok(call(server, "memory_stats", repo="a" * 39 + "/" + "b" * 100))["total"] == 0
+
+
+def test_a_huge_citation_is_refused_not_echoed(server: Any) -> None:
+    """A citation's path and sha had no length limit (memory_read_citation's path has
+    1,000): a path of a million characters came back whole in the error, and
+    memory_verify_citations answered a 600,000-character path with 1.2 MB."""
+    huge = [({"path": "a" * 1_000_000, "line_start": 1},
+             "citations[0].path: String should have at most 1000 characters"),
+            ({"path": "src/config.py", "line_start": 1, "sha": "f" * 1_000_000},
+             "citations[0].sha: String should have at most 255 characters")]
+    for cite, said in huge:
+        for tool, arguments in (("memory_store", new_memory(citations=[cite])),
+                                ("memory_verify_citations", {"citations": [cite]})):
+            assert error(call(server, tool, **arguments)) == (
+                f"Error executing tool {tool}: invalid input: {said}")
+
+
 # --------------------------------------------------------------------------- prompts
 
 
@@ -720,6 +763,16 @@ def test_prompt_errors_are_invalid_params_that_say_what(server: Any, repo: GitRe
     extra = prompt_failure(server, "memory_rules", {"bogus": "1"})
     assert extra.error.code == INVALID_PARAMS
     assert "bogus" in extra.error.message
+    for argument, value, most in (("repo", "a/" + "b" * 100_000, 200),
+                                  ("hydration", "h" * 100_000, 10),
+                                  ("query", "q" * 100_000, 500)):
+        # A 100,000-character repo was a context of 100,000 characters, past its budget;
+        # a huge hydration was echoed whole.
+        huge = prompt_failure(server, "verified_context", {argument: value})
+        assert huge.error.code == INVALID_PARAMS
+        assert huge.error.message == ("invalid arguments for prompt verified_context: "
+                                      f"{argument}: String should have at most {most} "
+                                      "characters")
     (tmp_path / "not-a-dir").write_text("x")
     broken = build_server(lambda: MemoryService(SQLiteStore(tmp_path / "not-a-dir" / "m.db"),
                                                 LocalGitSource(repo.path)), default_repo=REPO)

@@ -343,3 +343,24 @@ def test_vmem_init_names_a_config_file_it_may_not_read_or_write_and_writes_nothi
                       f"{settings.parent}): nothing was written")
     assert sorted(p.name for p in repo.path.iterdir()) == before
     assert settings.read_text() == "{}\n"
+
+
+def test_vmem_init_leaves_a_read_only_config_file_alone(box: Sandbox) -> None:
+    """A read-only settings file in a directory this user may write was replaced (a
+    rename needs only the directory), though its mode said not to change it. Now it is
+    refused as a directory this user may not write is: one line, nothing written."""
+    repo = GitRepo.project(box.path / "repo", {"net.py": CODE},
+                           origin="git@github.com:acme/net.git")
+    settings = repo.path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text("{}\n")
+    settings.chmod(0o444)
+    box.hand_over()
+    before = sorted(p.name for p in repo.path.iterdir())
+    ran = box.vmem("init", "claude-code", cwd=repo.path)
+    assert ran.returncode == 1
+    assert one_line(ran.stderr) == (f"vmem: error: {settings}: Permission denied (this user "
+                                    f"may not write {settings}): nothing was written")
+    assert sorted(p.name for p in repo.path.iterdir()) == before
+    assert settings.read_text() == "{}\n"
+    assert settings.stat().st_mode & 0o777 == 0o444

@@ -322,10 +322,13 @@ def _tail(path: Path) -> list[str]:
 def stop_reminder(event: HookInput) -> str | None:
     """The reminder when the agent changed files since it last stored a memory (or was
     reminded), else None. No transcript, or one that cannot be read: None (we cannot
-    tell, so we stay quiet)."""
+    tell, so we stay quiet). Only a regular file is read: a FIFO would not open without
+    a writer, and a device such as /dev/zero would never end."""
     if event.continuing or event.transcript is None:
         return None
     try:
+        if not event.transcript.is_file():
+            return None
         lines = _tail(event.transcript)
     except OSError:
         return None

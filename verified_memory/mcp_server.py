@@ -73,6 +73,7 @@ try:
         TextContent,
         ToolAnnotations,
     )
+    from mcp.types import Tool as ListedTool
     from pydantic import BaseModel, ConfigDict, Field
     from pydantic import ValidationError as PydanticError
 
@@ -228,13 +229,13 @@ class CitationIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str = Field(description="File path relative to the repository root, e.g. "
-                                  "'src/api/client.py'.")
+    path: str = Field(max_length=1000, description="File path relative to the repository "
+                                                   "root, e.g. 'src/api/client.py'.")
     line_start: int = Field(ge=1, le=MAX_LINE, description="First cited line, 1-indexed.")
     line_end: int | None = Field(default=None, ge=1, le=MAX_LINE,
                                  description="Last cited line, inclusive (default: line_start).")
-    sha: str | None = Field(default=None, description="Commit the line numbers refer to "
-                                                      "(default: the ref of the call).")
+    sha: str | None = Field(default=None, max_length=255, description=(
+        "Commit the line numbers refer to (default: the ref of the call)."))
 
     def as_dict(self) -> dict[str, Any]:
         return {"path": self.path, "line_start": self.line_start,
@@ -242,8 +243,12 @@ class CitationIn(BaseModel):
                 "sha": self.sha}
 
 
-RepoArg = Annotated[str | None, Field(
-    description="Repository as 'owner/name'. Default: the repository the server runs in.")]
+#: GitHub's names are at most 39 + 1 + 100 characters: a longer one is a mistake, which
+#: would otherwise be echoed, and quoted in a context's header past its budget.
+RepoArg = Annotated[str | None, Field(max_length=200, description=(
+    "Repository as 'owner/name'. Default: the repository the server runs in."))]
+QueryArg = Annotated[str, Field(max_length=500, description=(
+    "Words to look for in subjects, facts and tags."))]
 MemoryIdArg = Annotated[str, Field(min_length=1, max_length=200, description=(
     "The memory's id (a UUID), or a unique start of it (8 characters usually do)."))]
 RefArg = Annotated[str, Field(min_length=1, max_length=255,
@@ -505,9 +510,7 @@ def _add_tools(server: MCPServer[_Run]) -> None:
 
     @server.tool(title="Search verified memories", annotations=verifying)
     @_errors
-    def memory_search(ctx: ToolContext,
-                      query: Annotated[str, Field(min_length=1, max_length=500, description=(
-                          "Words to look for in subjects, facts and tags."))],
+    def memory_search(ctx: ToolContext, query: Annotated[QueryArg, Field(min_length=1)],
                       repo: RepoArg = None, limit: LimitArg = 20,
                       hydration: HydrationArg = "full", budget: BudgetArg = DEFAULT_BUDGET,
                       ref: RefArg = "HEAD", dry_run: DryRunArg = False,
@@ -832,8 +835,8 @@ def _add_prompts(server: MCPServer[_Run]) -> None:
                    description="The repository's memories that hold against the code now, "
                                "as at session start (verified first; most relevant to the "
                                "query first when one is given).")
-    def verified_context(ctx: ToolContext, repo: str = "", query: str = "",
-                         hydration: str = "summary") -> str:
+    def verified_context(ctx: ToolContext, repo: RepoArg = None, query: QueryArg = "",
+                         hydration: Annotated[str, Field(max_length=10)] = "summary") -> str:
         try:
             run = _run(ctx)
             level = Hydration.parse(hydration)  # bad input is the caller's, before any work
@@ -873,11 +876,26 @@ class _Server(MCPServer[_Run]):
     argument) with a generic internal error and logs a traceback; the caller made the
     mistake, so it gets ``-32602`` and a message saying which. Tool arguments the input
     schema rejects come back as pydantic's multi-line report; here as one line, in the
-    form of our own errors (``invalid input: limit: Input should be ...``)."""
+    form of our own errors (``invalid input: limit: Input should be ...``). An argument
+    a tool does not take is refused, as a prompt's is: the SDK drops it, so a misspelt
+    optional one (``start`` for ``line_start``) changed the answer without a word; the
+    listed input schemas say so (``additionalProperties: false``)."""
+
+    async def list_tools(self) -> list[ListedTool]:
+        return [tool.model_copy(update={"input_schema": {**tool.input_schema,
+                                                         "additionalProperties": False}})
+                for tool in await super().list_tools()]
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[_Run, Any] | None = None,
                         ) -> CallToolResult | InputRequiredResult:
+        tool = next((t for t in await super().list_tools() if t.name == name), None)
+        taken = list(arguments if tool is None else tool.input_schema.get("properties", {}))
+        unknown = [key for key in arguments if key not in taken]
+        if unknown:  # (an unknown tool is the SDK's to answer)
+            raise ToolError(sanitize(f"Error executing tool {name}: invalid input: "
+                                     f"{unknown[0][:100]}: unexpected argument; {name} takes "
+                                     f"{', '.join(taken)}"))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

@@ -7,7 +7,9 @@ code or store unavailable); 2 a usage error (unknown option, missing argument).
 
 from __future__ import annotations
 
+import io
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,6 +38,7 @@ from verified_memory.cli.init import init
 from verified_memory.cli.inputs import (
     CitedFile,
     FileLines,
+    Seconds,
     memory_input,
     parse_cite,
     settled_path,
@@ -61,7 +64,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 @click.option("-C", "directory", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=".",
               help="Run as if started in DIR (the working copy code is read from).")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True, max=86_400),
+@click.option("--time-limit", type=Seconds(),
               metavar="SECONDS",
               help="Most seconds a command may spend reading code; what is left unread is "
                    "reported as unverifiable. [env VMEM_CONTEXT_TIME_LIMIT (context, default "
@@ -575,6 +578,12 @@ def main(argv: list[str] | None = None) -> None:
     # The Postgres pool logs each connection it drops or cannot make; the failure
     # reaches the user once, as our one line.
     logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
+    # Started with stdin or stdout closed (`<&-`, `>&-`), Python has None there: read
+    # nothing; write nowhere (to /dev/null: an answer as long as an export is not kept).
+    if sys.stdin is None:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (the process's)
     try:
         code = cli.main(args=argv, prog_name="vmem", standalone_mode=False)
     except click.exceptions.Abort:

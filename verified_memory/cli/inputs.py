@@ -1,7 +1,8 @@
 """A memory as ``vmem store`` and ``vmem supersede`` take it: flags, a JSON memory (on
 stdin or ``--input``), or both. Flags given with a JSON memory are never dropped: a flag
 fills a field the JSON leaves out, agrees with the one it has, or is refused in one
-line naming both values. And a cited file as ``--path`` names it (``CitedFile``)."""
+line naming both values. And a cited file as ``--path`` names it (``CitedFile``), and
+seconds as ``--time-limit`` gives them (``Seconds``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import click
 
 from verified_memory.cli.env import Env
+from verified_memory.config import time_limit
 from verified_memory.errors import ValidationError
 from verified_memory.models import (
     CitationRef,
@@ -25,7 +27,7 @@ from verified_memory.models import (
 if TYPE_CHECKING:
     from verified_memory.service import MemoryService
 
-__all__ = ["CitedFile", "FileLines", "memory_input", "parse_cite", "settled_path"]
+__all__ = ["CitedFile", "FileLines", "Seconds", "memory_input", "parse_cite", "settled_path"]
 
 #: A memory's field, and the flag that gives it.
 FLAGS = {"subject": "--subject", "fact": "--fact", "reason": "--reason",
@@ -73,8 +75,30 @@ _LINE_RANGE = re.compile(r"(?P<path>.+):(?P<start>\d+)(?:-(?P<end>\d+))?")
 
 if TYPE_CHECKING:  # generic from click 8.4 on: subscripted before, it fails at run time
     _FileLinesType = click.ParamType[FileLines]
+    _SecondsType = click.ParamType[float]
 else:
-    _FileLinesType = click.ParamType
+    _FileLinesType = _SecondsType = click.ParamType
+
+
+class Seconds(_SecondsType):
+    """A time limit on the command line, checked as the settings' are
+    (``config.time_limit``): above 0 and at most a day. Not ``click.FloatRange``: NaN
+    passes its bounds (every comparison with NaN is false)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            seconds = time_limit(str(value), "--time-limit", 0.0)  # 0.0: blank, refused
+        except ValidationError:
+            seconds = 0.0
+        if not seconds:
+            self.fail(f"{value!r} is not a number of seconds above 0 and at most 86400",
+                      param, ctx)
+        return seconds
 
 
 class CitedFile(_FileLinesType):

@@ -64,8 +64,16 @@ def load_json(text: str | None, where: str) -> dict[str, Any]:
     except RecursionError:
         raise ValidationError(f"{where} is JSON nested too deeply") from None
     if not isinstance(data, dict):
-        raise ValidationError(f"{where} holds a JSON {type(data).__name__}, not an object")
+        raise ValidationError(f"{where} holds {_kind(data)}, not a JSON object")
     return data
+
+
+def _kind(value: object) -> str:
+    """What a JSON value is, in JSON's words (Python's would say 'a NoneType')."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "true or false"
+    kinds = ((dict, "an object"), (list, "an array"), (str, "a string"))
+    return next((word for cls, word in kinds if isinstance(value, cls)), "a number")
 
 
 def _indent(text: str | None) -> int | str:
@@ -85,17 +93,21 @@ def _dump(data: Mapping[str, Any], like: str | None) -> str:
 def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     value = data.setdefault(key, {})
     if not isinstance(value, dict):
-        raise ValidationError(f"{where}: {key!r} is a {type(value).__name__}, not an object")
+        raise ValidationError(f"{where}: {key} is {_kind(value)}, not an object")
     return value
 
 
 def merge_server(text: str | None, where: str, key: str, name: str,
                  entry: Mapping[str, Any]) -> str:
     """The MCP server ``name`` under ``key`` (``mcpServers``, VS Code's ``servers``):
-    its fields set to ``entry``'s, fields of its own (``env``...) and other servers kept."""
+    its fields set to ``entry``'s, fields of its own (``env``...) and other servers kept.
+    An entry with a ``url`` (the server over HTTP, as the user chose) is left as it is:
+    ``entry``'s command beside it would make one entry of two transports."""
     data = load_json(text, where)
     servers = _table(data, key, where)
     current = servers.get(name)
+    if isinstance(current, dict) and "url" in current:
+        return text or ""
     merged = dict(current) if isinstance(current, dict) else {}
     merged.update(entry)
     servers[name] = merged
@@ -117,7 +129,7 @@ def merge_hooks(text: str | None, where: str, hooks: Mapping[str, Sequence[Mappi
     for event, ours in hooks.items():
         entries = table.get(event, [])
         if not isinstance(entries, list):
-            raise ValidationError(f"{where}: hooks.{event} is not a list")
+            raise ValidationError(f"{where}: hooks.{event} is {_kind(entries)}, not an array")
         if grouped:
             kept = [g for g in (_without_ours(e) for e in entries) if g is not None]
         else:
@@ -146,20 +158,26 @@ def _toml_string(value: str) -> str:
 def toml_server(text: str | None, where: str, name: str, command: str,
                 args: Sequence[str]) -> str:
     """``[mcp_servers.NAME]`` with ``command`` and ``args`` set, as text: the table's
-    other keys, its subtables and the rest of the file (comments too) kept."""
+    other keys, its subtables and the rest of the file (comments too) kept. A table with
+    a ``url`` (the server over HTTP) is left as it is, as ``merge_server`` leaves one."""
     text = text or ""
     try:
         before = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValidationError(f"{where} is not valid TOML: {exc}") from None
+    servers = before.get("mcp_servers")
+    current = servers.get(name) if isinstance(servers, dict) else None
+    if isinstance(current, dict) and "url" in current:
+        return text
     lines = text.splitlines(keepends=True)
-    header = re.compile(rf"^\s*\[\s*mcp_servers\s*\.\s*(?:{re.escape(name)}|\"{re.escape(name)}\")"
+    key = re.escape(name)  # bare, a basic string or a literal string
+    header = re.compile(rf"^\s*\[\s*mcp_servers\s*\.\s*(?:{key}|\"{key}\"|'{key}')"
                         r"\s*\]\s*(?:#.*)?$")
     set_lines = [f"command = {_toml_string(command)}\n",
                  f"args = [{', '.join(_toml_string(a) for a in args)}]\n"]
     at = next((i for i, line in enumerate(lines) if header.match(line)), None)
     if at is None:
-        if isinstance(before.get("mcp_servers"), dict) and name in before["mcp_servers"]:
+        if current is not None:
             raise ValidationError(
                 f"{where} defines mcp_servers.{name} in a form vmem init does not edit (an "
                 f"inline table or dotted keys): set its command to {command!r} and args to "
