@@ -188,7 +188,7 @@ def test_a_read_only_store_answers_reads_and_refuses_writes_in_one_line(
     code, out, err = vmem("context", "--json")
     assert code == 0, err
     assert memory in {m["id"] for m in json.loads(out)["memories"]}
-    assert f"{refused} logging telemetry; the memories were checked as a view" in err
+    assert f"{refused} applying transitions; the memories were checked as a view" in err
     hook_input = json.dumps({"session_id": "s", "cwd": os.fspath(repo.path),
                              "hook_event_name": "SessionStart"})
     code, out, err = vmem("hook", "session-start", stdin=hook_input)
