@@ -86,8 +86,10 @@ def test_migration_7_counts_the_events_written_before_it(
 ) -> None:
     path = tmp_path / "old.db"
     # Every migration but 7 (today's code writes rows later migrations shaped, such as
-    # migration 8's citation column; none of them touches telemetry).
-    monkeypatch.setattr(sqlite_module, "MIGRATIONS", tuple(m for m in MIGRATIONS if m[0] != 7))
+    # migration 8's citation column; none of them touches telemetry), and 15, which counts
+    # 7's tables again.
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS",
+                        tuple(m for m in MIGRATIONS if m[0] not in (7, 15)))
     with SQLiteStore(path) as old:
         fill(old)
     monkeypatch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS)
@@ -97,6 +99,36 @@ def test_migration_7_counts_the_events_written_before_it(
         with SQLiteStore(tmp_path / "new.db") as fresh:
             fill(fresh)
             assert every_view(store) == every_view(fresh)
+
+
+def test_migration_15_counts_again_what_an_older_compaction_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction before migration 15 deleted the events it archived and left SQLite's
+    running counts as they were: the store's dashboard counted archived events, which
+    the views of every other store (and its own after a compaction today) do not. The
+    migration counts those days again; before it, the counts stayed inflated."""
+    cut = NOW - timedelta(days=4, hours=3)
+    path = tmp_path / "old.db"
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", tuple(m for m in MIGRATIONS if m[0] < 15))
+    with SQLiteStore(path) as old:
+        fill(old)
+        counted = rollups(old.path)
+        assert old.archive_events(cut) > 0
+    # What that compaction left: the counts of before it, archived events included.
+    with sqlite3.connect(path) as conn:
+        for table, rows in zip(("agent_memory_events_rollup", "agent_memory_breaks_rollup"),
+                               counted, strict=True):
+            conn.execute(f"DELETE FROM {table}")
+            conn.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})",
+                             rows)
+    assert rollups(path) != recount(path)
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS)
+    with SQLiteStore(path) as store, SQLiteStore(tmp_path / "new.db") as today:
+        assert rollups(store.path) == recount(store.path)
+        fill(today)
+        today.archive_events(cut)
+        assert every_view(store) == every_view(today)
 
 
 def test_a_detail_a_verification_never_writes_is_skipped_not_an_error(

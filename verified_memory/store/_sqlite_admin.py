@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Sequence
-from datetime import date, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from verified_memory.store._rows import (
     tombstone_from_values,
     tombstone_values,
 )
-from verified_memory.store.sqlite_views import count_breaks, count_events
+from verified_memory.store.sqlite_views import recount_through
 
 __all__ = [
     "CHANGES",
@@ -288,12 +288,7 @@ def archive_events(conn: sqlite3.Connection, before: datetime, now: datetime) ->
     archived = conn.execute("DELETE FROM agent_memory_telemetry WHERE at < ?",
                             (cutoff,)).rowcount
     if archived:
-        day = cutoff[:10]
-        after = (date.fromisoformat(day) + timedelta(days=1)).isoformat()
-        for table, count in (("agent_memory_events_rollup", count_events),
-                             ("agent_memory_breaks_rollup", count_breaks)):
-            conn.execute(f"DELETE FROM {table} WHERE day <= ?", (day,))
-            conn.execute(count("t.at < ?"), (after,))
+        recount_through(conn, cutoff[:10])
     return archived
 
 

@@ -90,7 +90,7 @@ from verified_memory.store._rows import (
     with_supersedes,
 )
 from verified_memory.store.base import ClosingStore, Decide, repeat_candidates
-from verified_memory.store.sqlite_views import DASHBOARD_MIGRATION
+from verified_memory.store.sqlite_views import DASHBOARD_MIGRATION, recount_archived_days
 from verified_memory.store.views import ViewQuery, as_text, normalize_row, sql_select
 
 __all__ = ["MIGRATIONS", "SQLiteStore", "fts_query"]
@@ -367,6 +367,8 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Statement, ...]], ...] = (
     (13, "refresh times never later than now; nor either time written by hand",
      _paths.TIMES_MIGRATION),
     (14, "a file's citations by their last line", _paths.LINES_MIGRATION),
+    (15, "the dashboard's counts of the days an older compaction archived from, counted again",
+     (recount_archived_days,)),
 )
 
 _M = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)

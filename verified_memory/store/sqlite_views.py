@@ -13,7 +13,8 @@ lists of memories the same way. SQLite has one writer at a time, so these counte
 never contended (on Postgres they would serialise every writer, which is why Postgres
 computes the same views from the events directly). An event leaves the table only into
 the archive (``vmem db compact``), which counts the days it archived from again: the views
-count the live events, as Postgres' do.
+count the live events, as Postgres' do (migration 15 did so once for the stores an older
+compaction left counting archived events).
 
 A trigger must never fail the write that fires it: ``detail`` is always a JSON object
 (the store validates it), and anything in it that is not what a verification writes is
@@ -22,7 +23,11 @@ skipped, not an error.
 
 from __future__ import annotations
 
-__all__ = ["DASHBOARD_MIGRATION", "count_breaks", "count_events"]
+import sqlite3
+from datetime import date, timedelta
+
+__all__ = ["DASHBOARD_MIGRATION", "count_breaks", "count_events", "recount_archived_days",
+           "recount_through"]
 
 # A day is the first ten characters of a stored time: times are fixed-width UTC text.
 _DAY = "substr({}, 1, 10)"
@@ -66,6 +71,32 @@ def count_breaks(where: str) -> str:
       AND broken_file IS NOT NULL AND ({where})
     GROUP BY t.repo, {_DAY.format("t.at")}, broken_file
     """
+
+
+def recount_through(conn: sqlite3.Connection, last_day: str | None) -> None:
+    """Count both rollup tables again from the live events, for every day up to
+    ``last_day`` (``YYYY-MM-DD``; None: no day). Compaction does so for the days it
+    archived from, inside its write transaction."""
+    if last_day is None:
+        return
+    after = (date.fromisoformat(last_day) + timedelta(days=1)).isoformat()
+    for table, count in (("agent_memory_events_rollup", count_events),
+                         ("agent_memory_breaks_rollup", count_breaks)):
+        conn.execute(f"DELETE FROM {table} WHERE day <= ?", (last_day,))
+        conn.execute(count("t.at < ?"), (after,))
+
+
+def recount_archived_days(conn: sqlite3.Connection) -> None:
+    """Migration 15. A compaction before it counted nothing again, so a store it compacted
+    kept, for the days it archived from, counts of events its table no longer held: its
+    dashboard showed more than its events (and than Postgres'). Only the days up to the
+    newest archived event's can hold archived events: those are counted again. A store
+    never compacted has none; a compacted one keeps few live events on them (the later
+    ones of the day of the cut), so this reads the events' times and little more (at
+    300,000 live events and 100,000 archived: 83 ms, where counting every day took 2.2 s)."""
+    (last_day,) = conn.execute(
+        "SELECT substr(max(at), 1, 10) FROM agent_memory_telemetry_archive").fetchone()
+    recount_through(conn, last_day)
 
 
 DASHBOARD_MIGRATION: tuple[str, ...] = (
