@@ -277,24 +277,34 @@ def lockable(request: pytest.FixtureRequest, tmp_path: Path
     return lambda: PostgresStore(quick), lambda: postgres_telemetry_locked(url)
 
 
+def _app(tmp_path: Path) -> GitRepo:
+    return GitRepo.project(tmp_path / "app", {"app.py": "LIMIT = 3\n", "net.py": "RETRIES = 2\n"},
+                           origin="https://github.com/acme/app.git")
+
+
+def _one_holds_one_broken(service: MemoryService, repo: GitRepo) -> tuple[str, str]:
+    """Two memories of ``repo``: one that holds, and one made invalid by a commit (the
+    next pass only looks at it: ``checked``)."""
+    holds, broken = (service.store({
+        "repo": "acme/app", "subject": subject, "fact": subject + ".",
+        "citations": [{"path": path, "line_start": 1}]}).id
+        for subject, path in (("The limit is three", "app.py"), ("Two retries", "net.py")))
+    repo.write("net.py", "RETRIES = 5\n")
+    repo.commit("more retries")
+    service.verify([broken])
+    return holds, broken
+
+
 def test_a_pass_whose_verdicts_failed_to_apply_is_counted_once_when_run_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The events of memories a verdict pass leaves as they are (``checked``) are
     recorded once its verdicts are: written before them, they stayed recorded when
     writing the verdicts failed (the write lock taken between the two), and the pass
     run again counted them twice."""
-    repo = GitRepo.project(tmp_path / "app", {"app.py": "LIMIT = 3\n", "net.py": "RETRIES = 2\n"},
-                           origin="https://github.com/acme/app.git")
+    repo = _app(tmp_path)
     store = SQLiteStore(tmp_path / "m.db")
     with MemoryService(store, LocalGitSource(repo.path)) as service:
-        holds, broken = (service.store({
-            "repo": "acme/app", "subject": subject, "fact": subject + ".",
-            "citations": [{"path": path, "line_start": 1}]}).id
-            for subject, path in (("The limit is three", "app.py"),
-                                  ("Two retries", "net.py")))
-        repo.write("net.py", "RETRIES = 5\n")
-        repo.commit("more retries")
-        service.verify([broken])  # invalid now: the next pass only looks at it (checked)
+        holds, broken = _one_holds_one_broken(service, repo)
         before = service.stats("acme/app").events
         apply = store.apply
         failures = iter([StoreError("database is locked")])
@@ -323,17 +333,9 @@ def test_a_pass_that_failed_to_record_is_counted_once_when_run_again(
     of its events queued, or the next write records them beside the retried pass's and
     every figure counts that pass twice."""
     open_store, locked = lockable
-    repo = GitRepo.project(tmp_path / "app", {"app.py": "LIMIT = 3\n", "net.py": "RETRIES = 2\n"},
-                           origin="https://github.com/acme/app.git")
+    repo = _app(tmp_path)
     with MemoryService(open_store(), LocalGitSource(repo.path)) as service:
-        holds, broken = (service.store({
-            "repo": "acme/app", "subject": subject, "fact": subject + ".",
-            "citations": [{"path": path, "line_start": 1}]}).id
-            for subject, path in (("The limit is three", "app.py"),
-                                  ("Two retries", "net.py")))
-        repo.write("net.py", "RETRIES = 5\n")
-        repo.commit("more retries")
-        service.verify([broken])  # invalid now: the next pass only looks at it (checked)
+        holds, broken = _one_holds_one_broken(service, repo)
         with locked(), pytest.raises(StoreError):
             service.verify([holds, broken])
         report = service.verify([holds, broken])
