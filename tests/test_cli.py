@@ -477,6 +477,17 @@ def test_path_mistakes_are_usage_errors_naming_the_option(
             f"Error: Invalid value for '--path': {message}"), (command, value)
 
 
+def test_an_empty_directory_leaves_the_command_where_it_was_started(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    """``-C ""`` runs where vmem was started, as git's ``-C ""`` does: the wired hooks pass
+    ``-C "$CLAUDE_PROJECT_DIR"``, which a client may leave unset. It was refused (exit 2,
+    "Directory '' does not exist") at every event."""
+    memory = store(capsys)
+    for args in ((), ("-C", "")):
+        here = vmem_json(capsys, *args, "context")
+        assert (here["repo"], [m["id"] for m in here["memories"]]) == ("acme/net", [memory])
+
+
 def test_vmem_truth_ref_wins_over_git_config(repo: GitRepo, capsys: pytest.CaptureFixture[str],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The README's precedence: when both name the main line, the variable wins."""

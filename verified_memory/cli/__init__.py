@@ -37,6 +37,7 @@ from verified_memory.cli.hook import hook, hook_usage_error
 from verified_memory.cli.init import init
 from verified_memory.cli.inputs import (
     CitedFile,
+    Directory,
     FileLines,
     Seconds,
     memory_input,
@@ -61,9 +62,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 @click.option("--db", envvar="VMEM_DATABASE_URL", metavar="URL",
               help="Memory store: sqlite:///FILE, a file path, or postgresql://... "
                    "[env VMEM_DATABASE_URL; default: a SQLite file in your data directory]")
-@click.option("-C", "directory", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              default=".",
-              help="Run as if started in DIR (the working copy code is read from).")
+@click.option("-C", "directory", type=Directory(), default=".",
+              help="Run as if started in DIR (the working copy code is read from); an "
+                   "empty DIR is where vmem was started, as for git.")
 @click.option("--time-limit", type=Seconds(),
               metavar="SECONDS",
               help="Most seconds a command may spend reading code; what is left unread is "

@@ -2,13 +2,15 @@
 stdin or ``--input``), or both. Flags given with a JSON memory are never dropped: a flag
 fills a field the JSON leaves out, agrees with the one it has, or is refused in one
 line naming both values. And a cited file as ``--path`` names it (``CitedFile``), and
-seconds as ``--time-limit`` gives them (``Seconds``)."""
+seconds as ``--time-limit`` gives them (``Seconds``), and ``-C``'s directory
+(``Directory``)."""
 
 from __future__ import annotations
 
 import re
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
@@ -27,7 +29,8 @@ from verified_memory.models import (
 if TYPE_CHECKING:
     from verified_memory.service import MemoryService
 
-__all__ = ["CitedFile", "FileLines", "Seconds", "memory_input", "parse_cite", "settled_path"]
+__all__ = ["CitedFile", "Directory", "FileLines", "Seconds", "memory_input", "parse_cite",
+           "settled_path"]
 
 #: A memory's field, and the flag that gives it.
 FLAGS = {"subject": "--subject", "fact": "--fact", "reason": "--reason",
@@ -99,6 +102,19 @@ class Seconds(_SecondsType):
             self.fail(f"{value!r} is not a number of seconds above 0 and at most 86400",
                       param, ctx)
         return seconds
+
+
+class Directory(click.Path):
+    """``-C DIR``: an existing directory; an empty one is where the command was started,
+    as git's ``-C ""`` is (the wired hooks pass ``-C "$CLAUDE_PROJECT_DIR"``, which a
+    client may leave unset)."""
+
+    def __init__(self) -> None:
+        super().__init__(exists=True, file_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        return Path(".") if value == "" else super().convert(value, param, ctx)
 
 
 class CitedFile(_FileLinesType):
