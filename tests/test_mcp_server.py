@@ -508,6 +508,7 @@ def test_refresh_invalidate_supersede(server: Any, check: MemoryService) -> None
         fact="The API version is defined once, in src/config.py.",
         citations=[{"path": "src/config.py", "line_start": 1}])))
     assert new["superseded"] == old["id"]
+    assert new["pending_approval"] is False
     assert new["memory"]["supersedes"] == old["id"]
     assert check.memories.get(old["id"]).status is Status.SUPERSEDED
     assert "conflict: memory" in error(call(server, "memory_supersede", memory_id=old["id"],
@@ -997,3 +998,22 @@ def test_a_working_copy_is_never_the_code_of_another_repository(
     repo.run("remote", "remove", "origin")
     assert ok(call(server, "memory_read_citation", repo="acme/lib", path="src/config.py",
                    line_start=1))
+
+
+def test_a_correction_waiting_for_approval_supersedes_nothing_yet(
+        server: Any, check: MemoryService) -> None:
+    """A business rule's correction is pending until a person approves it, and the memory
+    it corrects stays active meanwhile: the answer said {"superseded": OLD} all the same.
+    Now it says the correction waits, and names nothing superseded until it is approved."""
+    rule = store(server, category="business_rule", created_by="a-person")
+    check.approve(rule["id"], by="a-reviewer")
+    answer = ok(call(server, "memory_supersede", memory_id=rule["id"], **new_memory(
+        fact="The API version is defined once, in src/config.py.", category="business_rule",
+        created_by="a-person", citations=[{"path": "src/config.py", "line_start": 1}])))
+    assert answer["superseded"] is None
+    assert answer["pending_approval"] is True
+    assert answer["memory"]["status"] == "pending"
+    assert answer["memory"]["supersedes"] == rule["id"]
+    assert check.memories.get(rule["id"]).status is Status.ACTIVE
+    check.approve(answer["memory"]["id"], by="a-reviewer")
+    assert check.memories.get(rule["id"]).status is Status.SUPERSEDED
