@@ -1017,3 +1017,36 @@ def test_a_correction_waiting_for_approval_supersedes_nothing_yet(
     assert check.memories.get(rule["id"]).status is Status.ACTIVE
     check.approve(answer["memory"]["id"], by="a-reviewer")
     assert check.memories.get(rule["id"]).status is Status.SUPERSEDED
+
+
+def test_every_tool_taking_an_id_reads_it_without_the_spaces_around_it(
+        factory: Callable[[], MemoryService]) -> None:
+    """An id pasted with a space or a newline around it was "not found" (memory_refresh
+    and every other tool taking one): the spaces are no part of any id. memory_feedback
+    answered the id as given (a prefix, spaces and all): now the memory's id."""
+    server = build_server(factory, default_repo=REPO, allow_forget=True)
+    record = store(server)
+    padded, prefix = f" {record['id']}\n", f"  {record['id'][:8]} "
+    assert ok(call(server, "memory_refresh", memory_id=padded))["id"] == record["id"]
+    assert ok(call(server, "memory_log_applied", memory_id=prefix))["id"] == record["id"]
+    assert ok(call(server, "memory_feedback", memory_id=padded,
+                   outcome="success"))["memory_id"] == record["id"]
+    assert ok(call(server, "memory_verify_citations",
+                   memory_id=padded))["memory_id"] == record["id"]
+    assert ok(call(server, "memory_recite", memory_id=padded, citations=[
+        {"path": "src/config.py", "line_start": 1}]))["memory"]["id"] == record["id"]
+    new = ok(call(server, "memory_supersede", memory_id=prefix, **new_memory(
+        fact="Defined once.")))
+    assert new["superseded"] == record["id"]
+    padded = f"\t{new['memory']['id']} "
+    assert ok(call(server, "memory_invalidate", memory_id=padded,
+                   reason="gone"))["status"] == "invalid"
+    assert ok(call(server, "memory_forget", memory_id=padded,
+                   reason="asked"))["id"] == new["memory"]["id"]
+    rules = [store(server, subject=f"Rule {n}", category="business_rule",
+                   created_by="a-person") for n in (1, 2)]
+    assert ok(call(server, "memory_approve", memory_id=f" {rules[0]['id']} "))["status"] == \
+        "active"
+    assert ok(call(server, "memory_reject", memory_id=f" {rules[1]['id']} ",
+                   reason="no"))["status"] == "invalid"
+    assert "a memory id must be 1 to" in error(call(server, "memory_refresh", memory_id="  "))
