@@ -662,6 +662,7 @@ def _add_tools(server: MCPServer[_Run]) -> None:
         you know the outcome; on failure also fix the memory (memory_supersede or
         memory_invalidate) if its fact was wrong."""
         event = _run(ctx).service().feedback(memory_id, outcome, note)
+        assert event.memory_id is not None  # feedback is always on one memory
         return FeedbackOut(memory_id=event.memory_id, outcome=outcome,
                            note=event.detail.get("note"), recorded_at=event.at.isoformat())
 
