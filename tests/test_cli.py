@@ -502,3 +502,12 @@ def test_vmem_truth_ref_wins_over_git_config(repo: GitRepo, capsys: pytest.Captu
     code, _, err = vmem(capsys, "context")
     assert code == 0, err
     assert f"is the tip of {branch}: verdicts are applied" in err
+
+
+def test_a_memory_id_is_read_without_the_spaces_around_it(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    """An id pasted with a space or a newline around it was "not found"."""
+    memory_id = store(capsys)
+    assert vmem_json(capsys, "show", f" {memory_id}\n")["id"] == memory_id
+    assert vmem_json(capsys, "refresh", f"  {memory_id[:8]} ")["id"] == memory_id
+    assert [m["id"] for m in vmem_json(capsys, "history", f"{memory_id} ")] == [memory_id]

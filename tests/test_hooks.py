@@ -406,3 +406,30 @@ def test_a_transcript_that_is_no_file_is_no_transcript(tmp_path: Path) -> None:
     assert not hung
     assert said == [None]
     assert stop_reminder(HookInput(transcript=tmp_path)) is None  # a directory
+
+
+def test_a_working_copy_with_no_commits_has_nothing_to_show(
+        cli: GitRepo, service: MemoryService, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`git init`, nothing committed: the ref could not be resolved, and the session-start
+    hook exited 1 at every session start (so did `vmem context`), even with no memory to
+    show. There is no code to cite, so nothing to verify: the hook answers as for no
+    memories, `vmem context` says why in one line, and nothing stored changes."""
+    retry = remember(service, "Retry budget", "HTTP calls retry MAX_RETRIES times.",
+                     "app/net.py", 1)
+    before = service.get(retry)
+    fresh = GitRepo(tmp_path / "fresh")
+    fresh.run("remote", "add", "origin", "https://github.com/acme/app.git")
+    code, out, err = hook(capsys, monkeypatch, {"cwd": str(fresh.path)}, "hook",
+                          "session-start")
+    assert (code, out) == (0, ""), err
+    assert err.count("\n") == 1, err
+    assert "has no commits yet" in err
+    for args in ([], ["--json"]):
+        code, out, err = hook(capsys, monkeypatch, "", "-C", str(fresh.path), "context", *args)
+        assert code == 0, err
+        assert err.count("\n") == 1, err
+        assert "has no commits yet: there is no code to cite" in err
+        assert retry not in out
+    assert json.loads(out)["memories"] == []
+    assert service.get(retry) == before

@@ -508,6 +508,7 @@ def test_refresh_invalidate_supersede(server: Any, check: MemoryService) -> None
         fact="The API version is defined once, in src/config.py.",
         citations=[{"path": "src/config.py", "line_start": 1}])))
     assert new["superseded"] == old["id"]
+    assert new["pending_approval"] is False
     assert new["memory"]["supersedes"] == old["id"]
     assert check.memories.get(old["id"]).status is Status.SUPERSEDED
     assert "conflict: memory" in error(call(server, "memory_supersede", memory_id=old["id"],
@@ -997,3 +998,55 @@ def test_a_working_copy_is_never_the_code_of_another_repository(
     repo.run("remote", "remove", "origin")
     assert ok(call(server, "memory_read_citation", repo="acme/lib", path="src/config.py",
                    line_start=1))
+
+
+def test_a_correction_waiting_for_approval_supersedes_nothing_yet(
+        server: Any, check: MemoryService) -> None:
+    """A business rule's correction is pending until a person approves it, and the memory
+    it corrects stays active meanwhile: the answer said {"superseded": OLD} all the same.
+    Now it says the correction waits, and names nothing superseded until it is approved."""
+    rule = store(server, category="business_rule", created_by="a-person")
+    check.approve(rule["id"], by="a-reviewer")
+    answer = ok(call(server, "memory_supersede", memory_id=rule["id"], **new_memory(
+        fact="The API version is defined once, in src/config.py.", category="business_rule",
+        created_by="a-person", citations=[{"path": "src/config.py", "line_start": 1}])))
+    assert answer["superseded"] is None
+    assert answer["pending_approval"] is True
+    assert answer["memory"]["status"] == "pending"
+    assert answer["memory"]["supersedes"] == rule["id"]
+    assert check.memories.get(rule["id"]).status is Status.ACTIVE
+    check.approve(answer["memory"]["id"], by="a-reviewer")
+    assert check.memories.get(rule["id"]).status is Status.SUPERSEDED
+
+
+def test_every_tool_taking_an_id_reads_it_without_the_spaces_around_it(
+        factory: Callable[[], MemoryService]) -> None:
+    """An id pasted with a space or a newline around it was "not found" (memory_refresh
+    and every other tool taking one): the spaces are no part of any id. memory_feedback
+    answered the id as given (a prefix, spaces and all): now the memory's id."""
+    server = build_server(factory, default_repo=REPO, allow_forget=True)
+    record = store(server)
+    padded, prefix = f" {record['id']}\n", f"  {record['id'][:8]} "
+    assert ok(call(server, "memory_refresh", memory_id=padded))["id"] == record["id"]
+    assert ok(call(server, "memory_log_applied", memory_id=prefix))["id"] == record["id"]
+    assert ok(call(server, "memory_feedback", memory_id=padded,
+                   outcome="success"))["memory_id"] == record["id"]
+    assert ok(call(server, "memory_verify_citations",
+                   memory_id=padded))["memory_id"] == record["id"]
+    assert ok(call(server, "memory_recite", memory_id=padded, citations=[
+        {"path": "src/config.py", "line_start": 1}]))["memory"]["id"] == record["id"]
+    new = ok(call(server, "memory_supersede", memory_id=prefix, **new_memory(
+        fact="Defined once.")))
+    assert new["superseded"] == record["id"]
+    padded = f"\t{new['memory']['id']} "
+    assert ok(call(server, "memory_invalidate", memory_id=padded,
+                   reason="gone"))["status"] == "invalid"
+    assert ok(call(server, "memory_forget", memory_id=padded,
+                   reason="asked"))["id"] == new["memory"]["id"]
+    rules = [store(server, subject=f"Rule {n}", category="business_rule",
+                   created_by="a-person") for n in (1, 2)]
+    assert ok(call(server, "memory_approve", memory_id=f" {rules[0]['id']} "))["status"] == \
+        "active"
+    assert ok(call(server, "memory_reject", memory_id=f" {rules[1]['id']} ",
+                   reason="no"))["status"] == "invalid"
+    assert "a memory id must be 1 to" in error(call(server, "memory_refresh", memory_id="  "))

@@ -7,7 +7,8 @@
   variable carries the name to every event the call writes, as ``budget.time_budget``
   carries a pass's time limit.
 - **Short ids.** ``verify``, ``demo`` and the tables print 8 characters of an id; any
-  unique prefix names the memory wherever an id is taken (``resolve_id``). A prefix that
+  unique prefix names the memory wherever an id is taken (``resolve_id``; the spaces
+  around it are dropped, as a paste brings them). A prefix that
   names a forgotten memory names its tombstone.
 - **What an event says.** ``vmem log`` shows who, when, which ref, what changed and why:
   ``describe`` reads them out of an event's detail, kind by kind.
@@ -72,6 +73,7 @@ def resolve_id(store: MemoryStore, text: str) -> str:
     several do."""
     if not isinstance(text, str) or not text.strip() or len(text) > _ID_MAX:
         raise ValidationError(f"a memory id must be 1 to {_ID_MAX} characters, got {text!r}")
+    text = text.strip()  # pasted ids often come with a space or a newline around them
     found = store.match_ids(text, limit=6)
     if not found and text != text.lower():  # ids are lower-case hex: 0950ADBA names one
         text = text.lower()
@@ -90,6 +92,8 @@ def resolve_id(store: MemoryStore, text: str) -> str:
 def named_memory(store: MemoryStore, text: str) -> Memory:
     """The memory an id or a unique prefix of one names (``resolve_id``); a forgotten one
     is ``NotFound`` saying when, by whom and why it was forgotten."""
+    if isinstance(text, str):
+        text = text.strip()  # as ``resolve_id`` reads it
     try:
         return store.get(text)
     except NotFound:

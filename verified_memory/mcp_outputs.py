@@ -143,8 +143,13 @@ class VerifiedContextOut(_Out):
 
 
 class SupersededOut(_Out):
-    superseded: str = Field(description="Id of the memory replaced.")
-    memory: MemoryOut = Field(description="The corrected memory now active.")
+    superseded: str | None = Field(description=(
+        "Id of the memory replaced; null while the correction waits for approval (the "
+        "memory it corrects stays active until then)."))
+    pending_approval: bool = Field(description=(
+        "The correction's category needs a person's approval: it is stored pending and "
+        "supersedes the memory it corrects once approved."))
+    memory: MemoryOut = Field(description="The corrected memory: active, or pending.")
 
 
 class RecitedOut(_Out):

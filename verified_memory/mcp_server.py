@@ -47,6 +47,7 @@ from verified_memory.models import (
     Location,
     Memory,
     Outcome,
+    Status,
     Verification,
     place,
 )
@@ -599,13 +600,18 @@ def _add_tools(server: MCPServer[_Run]) -> None:
         """Replace an active memory that is wrong or outdated with a corrected one (new
         fact, new citations), atomically; the old one points at the new one. Call it when
         the cited code changed and you know what is true now. Fails with a conflict if the
-        old memory is no longer active (then store a new memory instead)."""
+        old memory is no longer active (then store a new memory instead). A correction
+        whose category needs approval is stored pending (``pending_approval``): the old
+        memory stays active, and is superseded only once a person approves it."""
         service = _run(ctx).service()
         data = {"subject": subject, "fact": fact, "citations": [c.as_dict() for c in citations],
                 "reason": reason, "category": category, "tags": tags or [],
                 "created_by": created_by}
         new = service.supersede(memory_id, data, ref=ref)
-        return SupersededOut.model_validate({"superseded": memory_id, "memory": _record(new)})
+        pending = new.status is Status.PENDING  # the old memory stays active until approved
+        return SupersededOut.model_validate({
+            "superseded": None if pending else new.supersedes, "pending_approval": pending,
+            "memory": _record(new)})
 
     @server.tool(title="Point a memory at moved code",
                  annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
@@ -656,8 +662,9 @@ def _add_tools(server: MCPServer[_Run]) -> None:
         you know the outcome; on failure also fix the memory (memory_supersede or
         memory_invalidate) if its fact was wrong."""
         event = _run(ctx).service().feedback(memory_id, outcome, note)
-        return FeedbackOut(memory_id=memory_id, outcome=outcome, note=event.detail.get("note"),
-                           recorded_at=event.at.isoformat())
+        assert event.memory_id is not None  # feedback is always on one memory
+        return FeedbackOut(memory_id=event.memory_id, outcome=outcome,
+                           note=event.detail.get("note"), recorded_at=event.at.isoformat())
 
     @server.tool(title="Read cited code", annotations=read_only)
     @_errors

@@ -391,6 +391,13 @@ def context(env: Env, repo: str | None, as_json: bool, ref: str, worktree: bool,
     only decides what is printed. stderr says which."""
     env.out = Output(as_json)
     name = env.repo(repo)
+    unborn = env.no_commits(name, worktree=worktree)
+    if unborn is not None:
+        say(f"vmem: {unborn}")  # nothing verified, nothing stored changes
+        if as_json:
+            env.out.json({"repo": name, "revision": None, "scope": None, "memories": [],
+                          "markdown": "", "left_out": []})
+        return
     ref = env.ref(ref, worktree=worktree)
     with running(env, worktree=worktree, kind="context") as service:
         ctx = service.context(name, ref=ref, limit=limit, query=query, hydration=hydration,

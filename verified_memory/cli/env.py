@@ -96,6 +96,22 @@ class Env:
 
         return checked_out_branch(self.working_copy) or given
 
+    def no_commits(self, repo: str, *, worktree: bool = False) -> str | None:
+        """Why no memory of ``repo`` can be shown, when its code is read from a working
+        copy with no commit yet (``git init``, nothing committed): there is no code to
+        cite, so there is nothing to verify and nothing to change. None otherwise (files
+        on disk, with ``worktree``, can be read without a commit)."""
+        from verified_memory.sources.discovery import other_repo
+        from verified_memory.sources.local_git import run_git
+
+        wc = self.working_copy
+        if worktree or wc is None or other_repo(wc, repo) is not None:
+            return None
+        if run_git(wc, "rev-list", "-n", "1", "--all").stdout.strip():
+            return None
+        return (f"{wc} has no commits yet: there is no code to cite, so no memory of "
+                f"{repo} is shown (commit the code first)")
+
     def missing_store(self) -> str | None:
         """The path of the SQLite store in use when that file does not exist (None when
         it does, or the store is not a SQLite file)."""

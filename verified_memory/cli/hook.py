@@ -110,6 +110,10 @@ def hook(ctx: click.Context, event: str, client: str, repo: str | None, budget: 
     name = env.repo(repo)
     if env.missing_store() is not None:
         return  # nothing stored yet: nothing to say (and no store created)
+    unborn = env.no_commits(name)
+    if unborn is not None:
+        say(f"vmem: {unborn}")  # as for no memories: nothing injected, nothing changed
+        return
     ref = env.ref("HEAD")
     with running(env, kind="context") as service:
         if when == "session-start":
