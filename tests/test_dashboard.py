@@ -453,6 +453,21 @@ def test_a_busy_port_is_one_clear_error(service: MemoryService) -> None:
             start(port, Pages(lambda *_: "", lambda _: ""))
 
 
+def test_starting_asks_no_name_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    """http.server looks up the host's name when it binds (``socket.getfqdn``): a reverse
+    DNS query that can take seconds where no name server answers. The dashboard binds
+    to 127.0.0.1 and never uses that name: starting asks for none."""
+    def lookup(name: str = "") -> str:
+        raise AssertionError(f"a name look-up of {name!r}")
+
+    monkeypatch.setattr(socket, "getfqdn", lookup)
+    server = start(0, Pages(lambda *_: "", lambda _: ""))
+    try:
+        assert server.url == f"http://127.0.0.1:{server.port}/"
+    finally:
+        server.server_close()
+
+
 # --------------------------------------------------------------------------- the command
 
 

@@ -8,6 +8,7 @@ carries the page's Content-Security-Policy: nothing but its own stylesheet and s
 
 from __future__ import annotations
 
+import socketserver
 import sys
 from collections.abc import Callable
 from html import escape
@@ -42,6 +43,13 @@ class DashboardServer(ThreadingHTTPServer):
     def __init__(self, port: int, pages: Pages) -> None:
         self.pages = pages
         super().__init__((HOST, port), _Handler)
+
+    def server_bind(self) -> None:
+        """Bind without ``HTTPServer.server_bind``'s ``socket.getfqdn``: a reverse DNS
+        look-up that can stall the start for seconds where no name server answers, for
+        a name nothing here uses (the server answers only at ``HOST``)."""
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = HOST, self.port
 
     @property
     def port(self) -> int:
