@@ -511,3 +511,27 @@ def test_a_memory_id_is_read_without_the_spaces_around_it(
     assert vmem_json(capsys, "show", f" {memory_id}\n")["id"] == memory_id
     assert vmem_json(capsys, "refresh", f"  {memory_id[:8]} ")["id"] == memory_id
     assert [m["id"] for m in vmem_json(capsys, "history", f"{memory_id} ")] == [memory_id]
+
+
+def test_a_bad_time_limit_variable_stops_only_the_passes_that_use_it(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both variables were read by every command, so a bad one stopped all of them, even
+    one that --time-limit overrode or the other kind of pass never uses."""
+    memory = store(capsys)
+    monkeypatch.setenv("VMEM_CONTEXT_TIME_LIMIT", "abc")
+    here = vmem_json(capsys, "--time-limit", "3", "context")
+    assert [m["id"] for m in here["memories"]] == [memory]
+    assert vmem_json(capsys, "verify")["memories"][0]["memory_id"] == memory
+    assert vmem_json(capsys, "show", memory)["id"] == memory
+    code, out, err = vmem(capsys, "context")  # the one it uses is refused, as before
+    assert (code, out) == (1, "")
+    assert err == ("vmem: error: VMEM_CONTEXT_TIME_LIMIT must be a number of seconds above "
+                   "0 and at most 86400, got 'abc'\n")
+    monkeypatch.setenv("VMEM_CONTEXT_TIME_LIMIT", "5")
+    monkeypatch.setenv("VMEM_VERIFY_TIME_LIMIT", "-1")
+    assert [m["id"] for m in vmem_json(capsys, "context")["memories"]] == [memory]
+    code, out, err = vmem(capsys, "verify")
+    assert (code, out) == (1, "")
+    assert err.startswith("vmem: error: VMEM_VERIFY_TIME_LIMIT must be ")
+    assert err.count("\n") == 1, err

@@ -476,6 +476,33 @@ def test_codex_table_header_in_each_form_toml_spells_it(
                                   "startup_timeout_sec = 20\n")
 
 
+def test_codex_header_lines_inside_a_multi_line_string_are_text(
+        project: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    """A line in a multi-line string that reads like our header was taken for it: init
+    stopped with a Python KeyError ("could not set ... safely ('mcp_servers')"). One
+    that reads like our command key, inside our table's string, was dropped from the
+    string without a word. Now the first is text (the table is added after it) and the
+    second is refused in words, nothing written."""
+    (project.path / ".codex").mkdir()
+    config = project.path / ".codex/config.toml"
+    text = 'x = """\n[mcp_servers.verified-memory]\n"""\n'
+    config.write_text(text)
+    code, _, err = vmem(capsys, "init", "codex")
+    assert code == 0, err
+    assert config.read_text() == (text + '\n[mcp_servers.verified-memory]\ncommand = "vmem"\n'
+                                  'args = ["mcp"]\n')
+    config.write_text('[mcp_servers.verified-memory]\nnote = """\ncommand = "keep me"\n"""\n')
+    before = snapshot(project.path)
+    code, out, err = vmem(capsys, "init", "codex")
+    assert (code, out) == (1, "")
+    assert err == ("vmem: error: .codex/config.toml: vmem init cannot set "
+                   "[mcp_servers.verified-memory] there without changing other lines (a "
+                   "value spread over several lines, or a multi-line string with a line that "
+                   "reads like a table header or a command or args key): set its command to "
+                   "'vmem' and args to ['mcp'] by hand\n")
+    assert snapshot(project.path) == before
+
+
 # --------------------------------------------------------------------------- dry run, check
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from verified_memory.models import (
     Location,
     Memory,
     Outcome,
+    Scope,
     Verification,
 )
 from verified_memory.prompt import (
@@ -183,6 +185,26 @@ def test_memories_that_did_not_pass_are_never_quoted(outcome: Outcome) -> None:
     assert "Poisoned" not in listed.text
     assert f"src/app.py:1-2 {outcome.value}" in listed.text
     assert headings(listed.text) == [TITLE, f"1. memory `{good.id}` (full)"]
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_the_left_out_note_agrees_with_its_count(n: int) -> None:
+    """One memory left out was "they are not verified here"."""
+    views = [replace(failed(memory(i), Outcome.CHANGED), scope=Scope.VIEW)
+             for i in range(1, n + 1)]
+    text = " ".join(render_context(REPO, REV, [*views, passed(memory(9))]).text.split())
+    if n == 1:
+        assert (f"1 other memory was left out (1 does not hold here (at {REV[:12]})): its "
+                "cited code differs here, vanished or could not be read, so it is not "
+                "verified here and must not be used. It does not hold here, but was not "
+                "invalidated: this is not the main line's tip.") in text
+        assert "they" not in text
+        assert "Those" not in text
+    else:
+        assert (f"2 other memories were left out (2 do not hold here (at {REV[:12]})): "
+                "their cited code differs here, vanished or could not be read, so they "
+                "are not verified here and must not be used. Those that do not hold here "
+                "were not invalidated: this is not the main line's tip.") in text
 
 
 def test_no_verified_memories_is_said_plainly() -> None:

@@ -491,6 +491,38 @@ def test_cli_review_markdown_and_json(cli_repo: GitRepo, memories: dict[str, str
     assert json.loads(out)["findings"][0]["status"] == "invalid"
 
 
+def test_an_apply_with_nothing_to_verify_says_nothing_was_applied(
+        cli_repo: GitRepo, memories: dict[str, str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A merge that touches no cited file, reviewed with --apply, reported "applied":
+    true and "memories were refreshed, relocated or invalidated", though none was even
+    verified."""
+    before = cli_repo.head
+    cli_repo.write("docs/notes.txt", "nothing any memory cites\n")
+    cli_repo.commit("notes")
+    code, out, err = vmem(capsys, "review", "--base", before, "--apply", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert (data["applied"], data["findings"], data["updated"]) == (False, [], 0)
+    assert data["notes"] == [
+        "--apply: no memory cites a changed file, so none was verified or changed"]
+    code, out, err = vmem(capsys, "review", "--base", before, "--apply")
+    assert code == 0, err
+    assert "memories were not changed (telemetry only)" in out
+    assert "_Note: --apply: no memory cites a changed file" in out
+
+
+def test_an_apply_without_memories_says_nothing_was_applied(
+        repo: GitRepo, service: MemoryService) -> None:
+    old = repo.head
+    repo.write("net/fetch.py", FETCH.replace("MAX_RETRIES = 3", "MAX_RETRIES = 5"))
+    report = run(service, repo, repo.commit("five"), base=old, apply=True)
+    assert not report.applied
+    assert report.notes == (
+        "no memories for acme/net: nothing to review (store some with `vmem store`)",
+        "--apply: no memory cites a changed file, so none was verified or changed")
+
+
 def test_cli_review_defaults_to_main(cli_repo: GitRepo, capsys: pytest.CaptureFixture[str],
                                      memories: dict[str, str]) -> None:
     branch(cli_repo, "edit", FETCH.replace("return None", "return 0"))

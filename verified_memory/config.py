@@ -13,6 +13,9 @@
   the seconds one verification pass may spend reading code, for ``vmem context`` and the
   MCP tools, and for ``vmem verify``, the review bot and the other commands
   (``verified_memory.budget``); what is left when time runs out is ``unverifiable``.
+  Not part of ``Settings``: ``pass_time_limit`` reads the one a pass uses, when it runs,
+  so that a bad value of the other one (or of one ``--time-limit`` overrides) stops
+  nothing.
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 from urllib.parse import unquote, unquote_plus
 
 from verified_memory.errors import ValidationError
 
 __all__ = ["CONTEXT_TIME_LIMIT", "VERIFY_TIME_LIMIT", "Settings", "conninfo_pairs",
-           "default_database_url", "is_postgres_url", "redact", "scrub", "secrets_of",
-           "time_limit"]
+           "default_database_url", "is_postgres_url", "pass_time_limit", "redact", "scrub",
+           "secrets_of", "time_limit"]
 
 APP_NAME = "verified-memory"
 #: Seconds a pass may spend reading code: session start and agent tools must answer
@@ -53,8 +57,6 @@ class Settings:
     github_token: str | None = None
     github_api_url: str | None = None  # GitHub Enterprise: https://HOST/api/v3
     truth_ref: str | None = None  # the main line of every repository (default: detected)
-    context_time_limit: float = CONTEXT_TIME_LIMIT
-    verify_time_limit: float = VERIFY_TIME_LIMIT
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -67,10 +69,6 @@ class Settings:
             github_token=env.get("GITHUB_TOKEN") or None,
             github_api_url=env.get("GITHUB_API_URL") or None,
             truth_ref=(env.get("VMEM_TRUTH_REF") or "").strip() or None,
-            context_time_limit=time_limit(env.get("VMEM_CONTEXT_TIME_LIMIT"),
-                                          "VMEM_CONTEXT_TIME_LIMIT", CONTEXT_TIME_LIMIT),
-            verify_time_limit=time_limit(env.get("VMEM_VERIFY_TIME_LIMIT"),
-                                         "VMEM_VERIFY_TIME_LIMIT", VERIFY_TIME_LIMIT),
         )
 
     def __repr__(self) -> str:  # never print secrets
@@ -197,3 +195,13 @@ def time_limit(value: str | float | None, where: str, default: float) -> float:
         raise ValidationError(f"{where} must be a number of seconds above 0 and at most "
                               f"86400, got {value!r}")
     return seconds
+
+
+def pass_time_limit(kind: Literal["context", "verify"],
+                    env: Mapping[str, str] | None = None) -> float:
+    """The time limit of a pass of ``kind`` from its variable (``VMEM_CONTEXT_TIME_LIMIT``
+    or ``VMEM_VERIFY_TIME_LIMIT``), read only when such a pass runs."""
+    env = os.environ if env is None else env
+    name, default = (("VMEM_CONTEXT_TIME_LIMIT", CONTEXT_TIME_LIMIT) if kind == "context"
+                     else ("VMEM_VERIFY_TIME_LIMIT", VERIFY_TIME_LIMIT))
+    return time_limit(env.get(name), name, default)

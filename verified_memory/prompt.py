@@ -416,12 +416,15 @@ def _left_out_note(left_out: Sequence[Verification], listed: bool) -> str:
     for v in left_out:
         counts.setdefault(_state(v), []).append(v)
     parts = ", ".join(f"{len(vs)} {_state(vs[0], many=len(vs) > 1)}" for vs in counts.values())
-    note = (f"{n} other memor{'y was' if n == 1 else 'ies were'} left out ({parts}): "
-            f"{'its' if n == 1 else 'their'} cited code differs here, vanished or could "
-            "not be read, so they are not verified here and must not be used.")
+    one = n == 1
+    note = (f"{n} other memor{'y was' if one else 'ies were'} left out ({parts}): "
+            f"{'its' if one else 'their'} cited code differs here, vanished or could not "
+            f"be read, so {'it is' if one else 'they are'} not verified here and must not "
+            "be used.")
     if any(not v.judged for v in left_out if v.decision is Decision.INVALIDATE):
-        note += (" Those that do not hold here were not invalidated: this is not the main "
-                 "line's tip.")
+        note += (" It does not hold here, but was not invalidated" if one else
+                 " Those that do not hold here were not invalidated")
+        note += ": this is not the main line's tip."
     if not listed:
         return note + " `vmem verify --dry-run` shows which and why.\n"
     rows = []

@@ -57,13 +57,11 @@ class Env:
         self.budget: Budget | None = None  # of the last pass ``running`` bounded
 
     def seconds(self, kind: Kind) -> float:
-        """The time limit of a pass of this kind (see ``cli.passes``)."""
-        from verified_memory.config import Settings
+        """The time limit of a pass of this kind (see ``cli.passes``): ``--time-limit``,
+        else the kind's variable, read only then (a bad value elsewhere stops nothing)."""
+        from verified_memory.config import pass_time_limit
 
-        if self.time_limit is not None:
-            return self.time_limit
-        settings = Settings.from_env()
-        return settings.context_time_limit if kind == "context" else settings.verify_time_limit
+        return self.time_limit if self.time_limit is not None else pass_time_limit(kind)
 
     @property
     def working_copy(self) -> Path | None:

@@ -302,12 +302,14 @@ def review(
     empty = ReviewReport(repo=repo, base=diff.base, head=diff.head,
                          base_commit=diff.base_commit, head_commit=diff.head_commit,
                          verified_at=verify_at, findings=(), files=len(diff.files),
-                         applied=apply, pull_request=pull_request, notes=tuple(notes))
+                         pull_request=pull_request, notes=tuple(notes))
     counts = service.stats(repo).by_status
     if not counts.get(Status.ACTIVE.value):
         which = "active memories" if sum(counts.values()) else "memories"
         notes.append(f"no {which} for {repo}: nothing to review (store some with "
                      "`vmem store`)")
+        if apply:
+            notes.append(_NOTHING_APPLIED)
         return replace(empty, has_memories=False, notes=tuple(notes))
 
     changed = [f.old_path for f in diff.files if f.old_path is not None]
@@ -356,6 +358,9 @@ def review(
             # the report must not say memories were changed, and says why not.
             applied = False
             notes.append(f"--apply: {scope.why}")
+    elif apply:  # no memory cites a changed file: the report must not say any changed
+        applied = False
+        notes.append(_NOTHING_APPLIED)
     places = _Places(diff.by_path(), by_old_path)
     findings = [
         _finding(v, touched[v.memory.id], places, diff.base_commit, verify_at, links)
@@ -385,6 +390,10 @@ def review(
                    branch=tuple(sorted(branch)), newer=tuple(sorted(newer)),
                    updated=sum(1 for v in verifications if v.change is not None
                                and v.memory.id not in touched), notes=tuple(notes))
+
+
+#: The note of an ``--apply`` that had no memory to verify (``applied`` is then false).
+_NOTHING_APPLIED = "--apply: no memory cites a changed file, so none was verified or changed"
 
 
 def _base_place(citation: Citation, check: CitationCheck) -> Location | None:

@@ -159,49 +159,83 @@ def toml_server(text: str | None, where: str, name: str, command: str,
                 args: Sequence[str]) -> str:
     """``[mcp_servers.NAME]`` with ``command`` and ``args`` set, as text: the table's
     other keys, its subtables and the rest of the file (comments too) kept. A table with
-    a ``url`` (the server over HTTP) is left as it is, as ``merge_server`` leaves one."""
+    a ``url`` (the server over HTTP) is left as it is, as ``merge_server`` leaves one.
+
+    The edit is made line by line, then checked: the file must parse to what it did
+    with only our two keys set. A line inside a multi-line string that reads like a
+    header or one of our keys would otherwise be edited as one."""
     text = text or ""
     try:
-        before = tomllib.loads(text)
+        before = _toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValidationError(f"{where} is not valid TOML: {exc}") from None
     servers = before.get("mcp_servers")
     current = servers.get(name) if isinstance(servers, dict) else None
     if isinstance(current, dict) and "url" in current:
         return text
+    by_hand = f"set its command to {command!r} and args to {list(args)!r} by hand"
     lines = text.splitlines(keepends=True)
     key = re.escape(name)  # bare, a basic string or a literal string
     header = re.compile(rf"^\s*\[\s*mcp_servers\s*\.\s*(?:{key}|\"{key}\"|'{key}')"
                         r"\s*\]\s*(?:#.*)?$")
     set_lines = [f"command = {_toml_string(command)}\n",
                  f"args = [{', '.join(_toml_string(a) for a in args)}]\n"]
-    at = next((i for i, line in enumerate(lines) if header.match(line)), None)
+    at = next((i for i, line in enumerate(lines)
+               if header.match(line) and _opens_table(lines, i, name)), None)
     if at is None:
         if current is not None:
             raise ValidationError(
                 f"{where} defines mcp_servers.{name} in a form vmem init does not edit (an "
-                f"inline table or dotted keys): set its command to {command!r} and args to "
-                f"{list(args)!r} by hand")
+                f"inline table or dotted keys): {by_hand}")
         if lines and not lines[-1].endswith("\n"):
             lines[-1] += "\n"
         gap = ["\n"] if lines and lines[-1].strip() else []
         lines += [*gap, f"[mcp_servers.{name}]\n", *set_lines]
     else:
+        if not lines[at].endswith("\n"):  # the header is the file's last line
+            lines[at] += "\n"
         end = next((i for i in range(at + 1, len(lines)) if lines[i].lstrip().startswith("[")),
                    len(lines))
         body = [line for line in lines[at + 1:end]
                 if not re.match(r"^\s*(?:command|args)\s*=", line)]
         lines[at + 1:end] = [*set_lines, *body]
     result = "".join(lines)
+    ours = {**(current if isinstance(current, dict) else {}),
+            "command": command, "args": list(args)}
+    expected = {**before, "mcp_servers": {**(servers if isinstance(servers, dict) else {}),
+                                          name: ours}}
     try:
-        after = tomllib.loads(result)["mcp_servers"][name]
-    except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
-        raise ValidationError(f"{where}: could not set [mcp_servers.{name}] safely ({exc}); "
-                              "set its command and args by hand") from None
-    if after.get("command") != command or after.get("args") != list(args):
-        raise ValidationError(f"{where}: [mcp_servers.{name}] spreads command or args over "
-                              "several lines; set them by hand")
+        after = _toml(result)
+    except tomllib.TOMLDecodeError:
+        after = None
+    if after != expected:
+        raise ValidationError(
+            f"{where}: vmem init cannot set [mcp_servers.{name}] there without changing "
+            "other lines (a value spread over several lines, or a multi-line string with "
+            f"a line that reads like a table header or a command or args key): {by_hand}")
     return result
+
+
+def _toml(text: str) -> dict[str, Any]:
+    """TOML parsed for comparing, floats kept as written (NaN is never equal to itself)."""
+    return tomllib.loads(text, parse_float=str)
+
+
+#: A key no configuration has, put after a header to see where it lands.
+_PROBE = "__vmem_init_probe__"
+
+
+def _opens_table(lines: Sequence[str], at: int, name: str) -> bool:
+    """Whether line ``at`` opens ``[mcp_servers.NAME]``, not a line inside a multi-line
+    string that reads like it: a key put after it then lands in that table."""
+    line = lines[at] if lines[at].endswith("\n") else lines[at] + "\n"
+    try:
+        probed = _toml("".join([*lines[:at], line, f"{_PROBE} = 1\n", *lines[at + 1:]]))
+    except tomllib.TOMLDecodeError:
+        return False
+    servers = probed.get("mcp_servers")
+    table = servers.get(name) if isinstance(servers, dict) else None
+    return isinstance(table, dict) and _PROBE in table
 
 
 # --------------------------------------------------------------------------- markdown
