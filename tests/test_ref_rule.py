@@ -640,6 +640,67 @@ def test_a_late_apply_does_not_overwrite_a_verdict_recorded_during_its_pass(
                                         EventKind.INVALIDATED])] == ["tip"]
 
 
+def test_a_verdict_on_citations_re_cited_during_its_pass_is_not_written(
+        clone: GitRepo, store_url: str) -> None:
+    """Two memories stored on a branch, merged: never judged on the main line, judged at
+    its tip. The tip's pass reads them; while it checks their code, an agent re-cites
+    both on another branch (a view: still never judged, still active). The pass's
+    verdicts were reached on the old citations (one changed, one moved) and are not
+    written over the new ones."""
+    tip_pass = MemoryService(open_store(store_url), LocalGitSource(clone.path), actor="tip")
+    agent = MemoryService(open_store(store_url), LocalGitSource(clone.path), actor="agent")
+    with tip_pass, agent:
+        retry = "def retry(n):\n    return min(n, MAX_REDIRECTS)\n"
+        commit_on_branch(clone, "feature/retry", SESSIONS + "\n\n" + retry)
+        capped, prefix = (agent.store({"repo": REPO, "subject": subject, "fact": fact,
+                                       "citations": [_cite(cite)]}).memory
+                          for subject, fact, cite in (
+                              ("retry is capped", "at MAX_REDIRECTS", "src/sessions.py:34-35"),
+                              ("Longest prefix wins", "sorted by length",
+                               "src/sessions.py:28-31")))
+        clone.run("checkout", "-q", "main")
+        clone.run("merge", "-q", "--no-ff", "-m", "merge retry", "feature/retry")
+        # On main: two lines above everything (the prefix moves), and retry uncapped.
+        moved = "import os\n\n" + SESSIONS + "\n\n" + retry.replace(
+            "min(n, MAX_REDIRECTS)", "n")
+        clone.write("src/sessions.py", moved)
+        clone.commit("uncap retry")
+        push_main(clone)
+        elsewhere = commit_on_branch(clone, "elsewhere", moved + "# elsewhere\n")
+        clone.run("checkout", "-q", "main")
+        recited: list[Any] = []
+
+        def meanwhile(done: int, total: int) -> None:
+            if not recited:  # once the tip's pass has read the memories
+                recited.extend(agent.recite(m.id, [_cite(cite)], ref=elsewhere,
+                                            reason="moved")
+                               for m, cite in ((capped, "src/sessions.py:1"),
+                                               (prefix, "src/sessions.py:3")))
+
+        report = tip_pass.verify([capped.id, prefix.id], on_progress=meanwhile)
+        assert report.scopes[REPO].kind is Scope.VERDICT
+        assert all(m.verified_commit is None for m in recited)  # views: not judged
+        by_id = {v.memory.id: v for v in report.verifications}
+        assert (by_id[capped.id].decision, by_id[capped.id].change) == (
+            Decision.INVALIDATE, None)
+        assert (by_id[prefix.id].decision, by_id[prefix.id].change) == (
+            Decision.REFRESH, None)
+        for was in (capped, prefix):  # reported as it was
+            assert by_id[was.id].memory.citations == was.citations
+        for now in recited:
+            stored = tip_pass.memories.get(now.id)
+            assert stored.status is Status.ACTIVE
+            assert stored.citations == now.citations
+            assert (stored.verified_commit, stored.verified_ref) == (None, None)
+        assert [e.actor for e in tip_pass.memories.events(
+            memory_id=capped.id, kinds=[EventKind.VERIFIED_VALID, EventKind.VERIFIED_INVALID,
+                                        EventKind.INVALIDATED, EventKind.RELOCATED,
+                                        EventKind.REFRESHED])] == []
+        assert [e.actor for e in tip_pass.memories.events(
+            memory_id=prefix.id, kinds=[EventKind.VERIFIED_VALID, EventKind.RELOCATED,
+                                        EventKind.REFRESHED])] == []
+
+
 # --------------------------------------------------------------------------- the Python API
 
 

@@ -222,21 +222,24 @@ def test_apply_sends_the_batch_and_reads_which_were_applied(store: SupabaseStore
     results = store.apply([
         Transition("m1", status=Status.INVALID, invalid_reason="gone", add_verifications=1,
                    refreshed_at=T0, expect_judged=NEVER_JUDGED,
+                   expect_citations=(("src/a.py", 3, 4, "ab12"),),
                    events=(_event(EventKind.INVALIDATED),)),
         Transition("m2", expect=Status.PENDING),
     ])
     assert results == [True, False]
     [(_, path, _, body)] = http.calls()
-    assert path == "/rest/v1/rpc/agent_memory_apply_judged"
+    assert path == "/rest/v1/rpc/agent_memory_apply_cited"
     assert body == {"p_transitions": [
         {"memory_id": "m1", "expect": "active", "expect_judged": "",
-         "status": "invalid", "invalid_reason": "gone",
+         "expect_citations": [["src/a.py", 3, 4, "ab12"]], "status": "invalid",
+         "invalid_reason": "gone",
          "refreshed_at": "2026-03-01T09:30:00.000000+00:00", "verified_commit": None,
          "verified_ref": None, "unconfirm": False, "citations": None, "add_verifications": 1,
          "add_applications": 0, "add_successes": 0, "add_failures": 0, "used_at": None,
          "promoted_to": None, "superseded_by": None, "requires": None,
          "events": [{**EVENT_WIRE, "kind": "invalidated"}]},
-        {"memory_id": "m2", "expect": "pending", "expect_judged": None, "status": None,
+        {"memory_id": "m2", "expect": "pending", "expect_judged": None,
+         "expect_citations": None, "status": None,
          "invalid_reason": None,
          "refreshed_at": None, "verified_commit": None, "verified_ref": None,
          "unconfirm": False, "citations": None,

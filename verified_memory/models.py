@@ -13,7 +13,7 @@ import re
 import secrets
 import struct
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import FrozenInstanceError, dataclass, field, replace
 from datetime import UTC, datetime
@@ -30,6 +30,7 @@ __all__ = [
     "Citation",
     "CitationCheck",
     "CitationRef",
+    "Cited",
     "Decision",
     "EventKind",
     "Fingerprint",
@@ -731,11 +732,16 @@ class StoreInfo:
 #: ``Transition.expect_judged`` of a memory never judged on the main line.
 NEVER_JUDGED = ""
 
+#: A citation as a verdict's compare-and-set names it (``Transition.expect_citations``):
+#: path, line_start, line_end, snippet_hash.
+Cited = tuple[str, int, int, str]
+
 
 @dataclass(frozen=True, slots=True)
 class Transition:
     """One atomic change to a stored memory, applied only if it is still ``expect``
-    (and, for a verdict, still last judged at ``expect_judged``).
+    (and, for a verdict, still last judged at ``expect_judged`` and still citing
+    ``expect_citations``).
 
     Stores apply a batch of transitions in one transaction; a transition whose memory
     is no longer as expected is skipped (with its events), not applied.
@@ -748,6 +754,12 @@ class Transition:
     #: overwrite a later verdict) was decided against that commit, so the transition is
     #: skipped if another verdict was recorded meanwhile. None: not checked.
     expect_judged: str | None = None
+    #: A verdict's other compare-and-set: the citations its pass checked, in order
+    #: (``Transition.cited``). A memory never judged on the main line and re-cited off
+    #: it meanwhile keeps its status and its ``verified_commit`` (none), so only its
+    #: citations tell that the verdict was reached on lines it no longer cites. None:
+    #: not checked.
+    expect_citations: tuple[Cited, ...] | None = None
     status: Status | None = None
     invalid_reason: str | None = None
     refreshed_at: datetime | None = None
@@ -772,12 +784,22 @@ class Transition:
     requires: tuple[str, Status] | None = None
     events: tuple[TelemetryEvent, ...] = ()
 
-    def expects(self, status: Status | str, judged: str | None) -> bool:
+    def expects(self, status: Status | str, judged: str | None,
+                cited: Sequence[Cited]) -> bool:
         """Whether a memory in ``status``, last judged at ``judged`` (its
-        ``verified_commit``), still takes this transition. Every store asks inside the
-        transaction that writes it (the SQL stores' ``agent_memory_apply_judged``)."""
+        ``verified_commit``), citing ``cited`` (its citations as ``Transition.cited``
+        names them; a store may pass none for a transition without
+        ``expect_citations``), still takes this transition. Every store asks inside the
+        transaction that writes it (the SQL stores' ``agent_memory_apply_cited``)."""
         return Status(status) is self.expect and (
-            self.expect_judged is None or (judged or NEVER_JUDGED) == self.expect_judged)
+            self.expect_judged is None or (judged or NEVER_JUDGED) == self.expect_judged
+        ) and (self.expect_citations is None or tuple(cited) == self.expect_citations)
+
+    @staticmethod
+    def cited(citations: Iterable[Citation]) -> tuple[Cited, ...]:
+        """``citations`` as ``expect_citations`` names them: where each is and the hash
+        of the code it cites (a re-cite changes one or the other)."""
+        return tuple((c.path, c.line_start, c.line_end, c.snippet_hash) for c in citations)
 
     def required(self, statuses: Mapping[str, Status | str]) -> bool:
         """Whether ``requires`` holds, given the statuses of the memories it may name

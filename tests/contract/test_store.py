@@ -19,6 +19,7 @@ from verified_memory.models import (
     NEVER_JUDGED,
     Anchor,
     Citation,
+    Cited,
     EventKind,
     Fingerprint,
     Memory,
@@ -824,6 +825,49 @@ def test_apply_skips_a_verdict_once_another_verdict_was_recorded(store: MemorySt
     after = store.get(judged.id)
     assert (after.verified_commit, after.verification_count, after.applied_count) == (
         "f" * 40, 3, 1)
+
+
+def test_apply_skips_a_verdict_on_citations_the_memory_no_longer_has(
+        store: MemoryStore) -> None:
+    # A verdict carries the citations its pass checked too (Transition.cited); a memory
+    # re-cited since, by another writer or earlier in the same batch, makes the store
+    # skip it with its events. Off the main line a re-cite leaves the memory active and
+    # never judged: only its citations tell it apart. A transition that names none
+    # (the re-cite itself, feedback) is not checked.
+    m = mem(citations=(cite("src/app.py", 10, 12), cite("src/b.py", 1, 2)))
+    store.add(m)
+    read = Transition.cited(m.citations)
+
+    def verdict(cited: tuple[Cited, ...], commit: str = "c" * 40) -> Transition:
+        return Transition(m.id, expect_judged=NEVER_JUDGED, expect_citations=cited,
+                          status=Status.INVALID, invalid_reason="gone", verified_ref="main",
+                          verified_commit=commit, add_verifications=1,
+                          events=(event(EventKind.VERIFIED_INVALID, m.id, commit=commit),))
+
+    def recite(*citations: Citation) -> Transition:
+        return Transition(m.id, citations=citations, unconfirm=True,
+                          events=(event(EventKind.RECITED, m.id),))
+
+    assert store.apply([recite(cite("src/app.py", 20, 22), m.citations[1])]) == [True]
+    recited = store.get(m.id)
+    (path, _, _, snippet), other = read
+    # The old citations, and any that differ in one field, in order, or in number.
+    assert store.apply([verdict(read), verdict(((path, 20, 22, snippet), other)),
+                        verdict(((path, 20, 22, "0" * 16), other)),
+                        verdict((other, (path, 20, 22, snippet))),
+                        verdict(((path, 20, 22, snippet),))]) == [False] * 5
+    assert store.get(m.id) == recited
+    assert [e.kind for e in store.events(memory_id=m.id)] == [EventKind.RECITED]
+    # In one batch, each verdict sees the re-cites before it.
+    assert store.apply([recite(*m.citations), verdict(Transition.cited(recited.citations)),
+                        verdict(read, "d" * 40), Transition(m.id, expect=Status.INVALID,
+                                                            add_applications=1)]) == [
+        True, False, True, True]
+    after = store.get(m.id)
+    assert (after.status, after.verified_commit, after.citations, after.applied_count) == (
+        Status.INVALID, "d" * 40, m.citations, 1)
+    assert [e.detail.get("commit") for e in store.events(
+        memory_id=m.id, kinds=[EventKind.VERIFIED_INVALID])] == ["d" * 40]
 
 
 def test_apply_of_two_transitions_that_require_each_other_is_all_or_nothing(

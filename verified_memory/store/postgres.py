@@ -144,7 +144,7 @@ def events_payload(events: Sequence[TelemetryEvent]) -> list[dict[str, Any]]:
 
 
 def transition_payload(transition: Transition) -> dict[str, Any]:
-    """A transition as ``agent_memory_apply_judged`` takes it (``None``: leave as it is)."""
+    """A transition as ``agent_memory_apply_cited`` takes it (``None``: leave as it is)."""
     where = f"transition of memory {transition.memory_id}"
     if transition.citations is not None:
         validate_citations(transition.citations, where)
@@ -152,6 +152,8 @@ def transition_payload(transition: Transition) -> dict[str, Any]:
     return transition_values(transition) | {
         "expect": Status(transition.expect).value,
         "expect_judged": transition.expect_judged,
+        "expect_citations": None if transition.expect_citations is None
+        else [list(c) for c in transition.expect_citations],
         "requires": None if transition.requires is None else {
             "memory_id": transition.requires[0], "status": transition.requires[1].value},
         "citations": [c.to_dict() for c in transition.citations]
@@ -375,7 +377,7 @@ class PostgresStore(ClosingStore):
             return []
 
         def call(cur: psycopg.Cursor[Any]) -> list[Any]:
-            cur.execute("select agent_memory_apply_judged(%s) as results", (_jsonb(payload),))
+            cur.execute("select agent_memory_apply_cited(%s) as results", (_jsonb(payload),))
             row = cur.fetchone()
             return list(row["results"]) if row else []
 

@@ -54,6 +54,7 @@ from verified_memory.models import (
     VALIDATED_MIN_APPLIED,
     VALIDATED_MIN_SUCCESS,
     Citation,
+    Cited,
     EventKind,
     Memory,
     MemoryFilter,
@@ -510,6 +511,8 @@ class SQLiteStore(ClosingStore):
                     raise NotFound(f"memory {memory_id} not found")
             status = {memory_id: s for memory_id, (s, _, _, _) in found.items()}
             judged = {memory_id: j for memory_id, (_, j, _, _) in found.items()}
+            cited = _cited(conn, [t.memory_id for t in transitions
+                                  if t.expect_citations is not None])
             results: list[bool] = []
             updates: list[_Update] = []
             clauses: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]] | None] = {}
@@ -520,7 +523,8 @@ class SQLiteStore(ClosingStore):
             for transition in transitions:
                 memory_id, citations = transition.memory_id, transition.citations
                 first, offset = offset, offset + len(transition.events)
-                if not (transition.expects(status[memory_id], judged[memory_id])
+                if not (transition.expects(status[memory_id], judged[memory_id],
+                                           cited.get(memory_id, ()))
                         and transition.required(status)):
                     results.append(False)  # lost a race: skip it and its events
                     continue
@@ -536,6 +540,7 @@ class SQLiteStore(ClosingStore):
                 if sets is not None:  # by row number: no look-up of the id again
                     updates.append((*sets, found[memory_id][3]))
                 if citations is not None:
+                    cited[memory_id] = list(Transition.cited(citations))
                     repo = found[memory_id][2]
                     rewritten[memory_id] = [citation_values(memory_id, repo, i, c)
                                             for i, c in enumerate(citations)]
@@ -1071,8 +1076,22 @@ _Update = tuple[str, tuple[Any, ...], int]
 #: What a transition changes of its memory's row (every field that ``_update`` reads
 #: but the id): transitions alike in these have one SET clause.
 _CHANGES = attrgetter(*(name for name in Transition.__slots__
-                        if name not in ("memory_id", "expect", "expect_judged", "requires",
-                                        "citations", "events")))
+                        if name not in ("memory_id", "expect", "expect_judged",
+                                        "expect_citations", "requires", "citations",
+                                        "events")))
+
+
+def _cited(conn: sqlite3.Connection, memory_ids: Sequence[str]) -> dict[str, list[Cited]]:
+    """The citations of ``memory_ids`` as ``Transition.cited`` names them (read only for
+    the verdicts that carry ``expect_citations``): a memory without any is absent."""
+    cited: dict[str, list[Cited]] = {}
+    if memory_ids:
+        for memory_id, path, line_start, line_end, snippet_hash in conn.execute(
+                "SELECT memory_id, path, line_start, line_end, snippet_hash "
+                "FROM agent_memory_citation WHERE memory_id IN (SELECT value FROM json_each(?)) "
+                "ORDER BY memory_id, position", (json.dumps(list(dict.fromkeys(memory_ids))),)):
+            cited.setdefault(memory_id, []).append((path, line_start, line_end, snippet_hash))
+    return cited
 
 
 def _update(values: dict[str, Any]) -> tuple[str, tuple[Any, ...]] | None:

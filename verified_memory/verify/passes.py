@@ -359,6 +359,7 @@ class VerificationPass:
         valid, refreshed = details
         return Transition(
             memory.id, expect=memory.status, expect_judged=_judged(memory),
+            expect_citations=Transition.cited(memory.citations),
             refreshed_at=now, add_verifications=1,
             verified_commit=scope.revision, verified_ref=scope.verdict_ref,
             events=(TelemetryEvent(EventKind.VERIFIED_VALID, memory.repo, memory.id,
@@ -391,7 +392,8 @@ class VerificationPass:
         # dashboards can sum the cost of verification from telemetry alone.
         if decision is Decision.INVALIDATE:
             return Transition(
-                memory.id, expect_judged=_judged(memory), status=Status.INVALID,
+                memory.id, expect_judged=_judged(memory),
+                expect_citations=Transition.cited(memory.citations), status=Status.INVALID,
                 invalid_reason=reason, add_verifications=1,
                 verified_ref=scope.verdict_ref, verified_commit=revision,
                 events=(self._event(EventKind.VERIFIED_INVALID, memory, None, at, **where,
@@ -419,6 +421,7 @@ class VerificationPass:
                                    or c.citation.sha in contained) for c in checks)
         return Transition(
             memory.id, expect=memory.status, expect_judged=_judged(memory),
+            expect_citations=Transition.cited(memory.citations),
             status=Status.ACTIVE if revived else None,
             refreshed_at=now, add_verifications=1, verified_commit=revision,
             verified_ref=scope.verdict_ref,
@@ -473,7 +476,9 @@ def _judged(memory: Memory) -> str:
     """A verdict's compare-and-set (``Transition.expect_judged``): the commit the memory
     was last judged at as this pass read it. Whether the verdict may stand (``behind``,
     ``_to_place``) was decided against it; a verdict another pass recorded since makes
-    the store skip this one, so a late apply never overwrites a later verdict."""
+    the store skip this one, so a late apply never overwrites a later verdict. (Its
+    ``expect_citations`` are the citations the pass checked: a memory re-cited off the
+    main line meanwhile is still never judged, and its new citations were not checked.)"""
     return memory.verified_commit or NEVER_JUDGED
 
 
