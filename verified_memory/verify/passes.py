@@ -27,6 +27,7 @@ from verified_memory.models import (
     NEVER_JUDGED,
     Citation,
     CitationCheck,
+    Cited,
     Decision,
     EventKind,
     Memory,
@@ -359,7 +360,7 @@ class VerificationPass:
         valid, refreshed = details
         return Transition(
             memory.id, expect=memory.status, expect_judged=_judged(memory),
-            expect_citations=Transition.cited(memory.citations),
+            expect_citations=_cited(memory),
             refreshed_at=now, add_verifications=1,
             verified_commit=scope.revision, verified_ref=scope.verdict_ref,
             events=(TelemetryEvent(EventKind.VERIFIED_VALID, memory.repo, memory.id,
@@ -393,7 +394,7 @@ class VerificationPass:
         if decision is Decision.INVALIDATE:
             return Transition(
                 memory.id, expect_judged=_judged(memory),
-                expect_citations=Transition.cited(memory.citations), status=Status.INVALID,
+                expect_citations=_cited(memory), status=Status.INVALID,
                 invalid_reason=reason, add_verifications=1,
                 verified_ref=scope.verdict_ref, verified_commit=revision,
                 events=(self._event(EventKind.VERIFIED_INVALID, memory, None, at, **where,
@@ -421,7 +422,7 @@ class VerificationPass:
                                    or c.citation.sha in contained) for c in checks)
         return Transition(
             memory.id, expect=memory.status, expect_judged=_judged(memory),
-            expect_citations=Transition.cited(memory.citations),
+            expect_citations=_cited(memory),
             status=Status.ACTIVE if revived else None,
             refreshed_at=now, add_verifications=1, verified_commit=revision,
             verified_ref=scope.verdict_ref,
@@ -480,6 +481,17 @@ def _judged(memory: Memory) -> str:
     ``expect_citations`` are the citations the pass checked: a memory re-cited off the
     main line meanwhile is still never judged, and its new citations were not checked.)"""
     return memory.verified_commit or NEVER_JUDGED
+
+
+def _cited(memory: Memory) -> tuple[Cited, ...] | None:
+    """A verdict's other compare-and-set (``Transition.expect_citations``), for a memory
+    never judged on the main line only: re-cited off the main line while the pass ran,
+    such a memory is still never judged, and only its citations tell. A memory judged
+    at a commit is judged elsewhere (or nowhere) once re-cited, so ``expect_judged``
+    tells already (but for a re-cite at that very commit, where the verdict on its old
+    citations is the one recorded there); the store then reads no citation rows, which
+    cost a pass over 100,000 unchanged citations a tenth of its time."""
+    return None if memory.verified_commit else Transition.cited(memory.citations)
 
 
 def _change(transition: Transition) -> str:
