@@ -16,7 +16,8 @@
 -- so rather than applying verdicts on citations unchecked.
 
 -- agent_memory_apply_judged (015), each transition in turn, skipping (false) one whose
--- expect_citations (when an array) are not its memory's citations. The batch's rows are
+-- expect_citations (when an array) are not its memory's citations. A batch in which no
+-- transition names its citations is 015's whole. The batch's rows are
 -- locked first, in id order as 015 locks them, so no re-cite lands between a check and
 -- its write; each check sees the transitions of the batch before it. A memory not found
 -- is left to 015, which raises, and nothing is written.
@@ -26,6 +27,12 @@ declare
   v_item jsonb;
   v_results jsonb := '[]'::jsonb;
 begin
+  -- No verdict names its citations (a pass over memories judged before): 015 as it is,
+  -- one call for the batch.
+  if not exists (select 1 from jsonb_array_elements(p_transitions) as b(item)
+                 where jsonb_typeof(b.item -> 'expect_citations') = 'array') then
+    return agent_memory_apply_judged(p_transitions);
+  end if;
   -- The rows 015 locks (each transition's memory and the one it requires), in its order.
   perform 1 from agent_memory
     where id in (select jsonb_array_elements(p_transitions) ->> 'memory_id'
