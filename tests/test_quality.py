@@ -658,13 +658,26 @@ def test_a_rule_deleted_by_hand_is_said_and_the_memory_demoted_all_the_same(
     code, out, err = vmem(capsys, "promote", memory_id, "--remove")
     assert code == 0, err
     assert err == (f"vmem: AGENTS.md held no rule of memory {memory_id} (taken out by "
-                   "hand?): it is no longer recorded as promoted\n")
+                   "hand?); it is no longer recorded as promoted\n")
     assert out.strip() == f"demoted {memory_id}"
     assert (repo.path / "AGENTS.md").read_bytes() == original + b"\r\nA line of mine.\r\n"
     assert vmem_json(capsys, "show", memory_id)["promoted_to"] is None
     (event,) = vmem_json(capsys, "log", memory_id, "--kind", "demoted")
     assert (event["actor"], event["what"]) == (
         "carol", "demoted from AGENTS.md by carol; the file held no rule of it")
+
+
+def test_a_rules_file_that_is_not_there_is_named_where_it_was_looked_for(
+        repo: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The file deleted, or vmem run from another directory: the line names the path.
+    memory_id, _ = promoted_by_cli(repo, db, capsys)
+    (repo.path / "AGENTS.md").unlink()
+    code, out, err = vmem(capsys, "promote", memory_id, "--remove")
+    assert (code, out.strip()) == (0, f"demoted {memory_id}"), err
+    assert err == (f"vmem: there is no {repo.path / 'AGENTS.md'}: no rule of memory "
+                   f"{memory_id} to take out; it is no longer recorded as promoted\n")
+    assert not (repo.path / "AGENTS.md").exists()
+    assert vmem_json(capsys, "show", memory_id)["promoted_to"] is None
 
 
 def test_unpaired_markers_refuse_the_removal_and_change_nothing(

@@ -136,22 +136,26 @@ def _demote(env: Env, memory_id: str | None, by: str | None, given: list[str]) -
         raise click.UsageError("--remove takes a MEMORY_ID, and no " + (
             ", ".join(given) or "--list") + ": the rule is taken out of the file the "
             "memory was promoted into")
-    taken: dict[str, bool] = {}  # the rules file -> whether it held the rule
+    taken: dict[str, Path | None] = {}  # the rules file -> where its rule was not found
 
     def take_out(memory: Memory) -> Callable[[], None] | None:
         named = Path(memory.promoted_to or "")
-        undo = remove_rule(named if named.is_absolute() else env.directory / named, memory.id)
-        taken[str(named)] = undo is not None
+        target = named if named.is_absolute() else env.directory / named
+        undo = remove_rule(target, memory.id)
+        taken[str(named)] = None if undo is not None else target
         return undo
 
     with running(env) as service:
         memory = service.demote(memory_id, by=by, remove=take_out)
-    ((rules_file, removed),) = taken.items()
-    if not removed:
-        say(f"vmem: {rules_file} held no rule of memory {memory.id} (taken out by hand?): "
-            "it is no longer recorded as promoted")
-    env.out.done(memory, f"took the rule of {memory.id} out of {rules_file}" if removed
-                 else f"demoted {memory.id}")
+    ((rules_file, missed),) = taken.items()
+    if missed is not None:
+        # A file not there at all may be a run from another directory: name where.
+        held = (f"{rules_file} held no rule of memory {memory.id} (taken out by hand?)"
+                if missed.exists() else f"there is no {missed}: no rule of memory "
+                f"{memory.id} to take out")
+        say(f"vmem: {held}; it is no longer recorded as promoted")
+    env.out.done(memory, f"took the rule of {memory.id} out of {rules_file}"
+                 if missed is None else f"demoted {memory.id}")
 
 
 COMMANDS = (pending, approve, reject, promote)
