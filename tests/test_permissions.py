@@ -364,3 +364,32 @@ def test_vmem_init_leaves_a_read_only_config_file_alone(box: Sandbox) -> None:
     assert sorted(p.name for p in repo.path.iterdir()) == before
     assert settings.read_text() == "{}\n"
     assert settings.stat().st_mode & 0o777 == 0o444
+
+
+# ------------------------------------------------------------------ rules files
+
+
+def test_a_rule_in_a_read_only_rules_file_is_not_taken_out(
+        box: Sandbox, project: tuple[GitRepo, Path, str]) -> None:
+    """``vmem promote ID --remove`` on a rules file this user may not write: one line
+    naming it, and nothing changes, neither the file nor the store (the memory is still
+    promoted there, with no ``demoted`` event)."""
+    from verified_memory.models import EventKind, Transition
+    from verified_memory.rules_file import write_rule
+
+    repo, db, memory = project
+    rules = repo.path / "AGENTS.md"
+    with SQLiteStore(db) as store:
+        store.apply([Transition(memory, promoted_to="AGENTS.md")])
+        write_rule(rules, store.get(memory), [], "c" * 40)
+    text = rules.read_text()
+    box.hand_over()
+    rules.chmod(0o444)
+    ran = box.vmem("--db", os.fspath(db), "promote", memory, "--remove", cwd=repo.path)
+    assert ran.returncode == 1
+    assert one_line(ran.stderr) == (f"vmem: error: {rules}: Permission denied: nothing was "
+                                    "written")
+    assert rules.read_text() == text
+    with SQLiteStore(db, create=False) as store:
+        assert store.get(memory).promoted_to == "AGENTS.md"
+        assert store.events(memory_id=memory, kinds=[EventKind.DEMOTED]) == []

@@ -579,7 +579,8 @@ def test_a_promoted_memory_that_breaks_says_its_rule_is_stale(
     assert "1 invalidated" in out
     (line,) = [line for line in err.splitlines() if "stale" in line]
     assert line == ("vmem: 1 invalidated memory was promoted into AGENTS.md: its rule there "
-                    f"is stale now; take it out by hand: {stored['id'][:8]}")
+                    "is stale now; take it out with `vmem promote ID --remove`: "
+                    f"{stored['id'][:8]}")
     assert (repo.path / "AGENTS.md").read_text() == rule
     shown = vmem_json(capsys, "show", stored["id"])
     assert (shown["status"], shown["stale_rule"]) == ("invalid", "AGENTS.md")
@@ -588,6 +589,153 @@ def test_a_promoted_memory_that_breaks_says_its_rule_is_stale(
     (invalidated,) = vmem_json(capsys, "log", stored["id"], "--kind", "invalidated")
     assert invalidated["what"] == "invalidated; its rule in AGENTS.md is stale now"
     assert vmem_json(capsys, "verify", "--json")["stale_rules"] == {}  # said once
+
+
+def promoted_by_cli(repo: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]
+                    ) -> tuple[str, bytes]:
+    """A validated memory promoted into AGENTS.md (CRLF, with text of its own) by
+    ``vmem promote``; its id, and the file as it was before."""
+    rules = repo.path / "AGENTS.md"
+    original = b"# Agents\r\n\r\nBe kind.\r\n"
+    rules.write_bytes(original)
+    stored = vmem_json(capsys, "store", "--subject", "Retry budget", "--fact",
+                       "fetch retries MAX_RETRIES times", "--cite", "net/fetch.py:6-11")
+    with service_for(repo, db) as svc:
+        svc.memories.apply([Transition(stored["id"], add_applications=3, add_successes=3)])
+    vmem_json(capsys, "promote", stored["id"], "--to", "AGENTS.md")
+    assert f"<!-- vmem:rule {stored['id']} -->" in rules.read_text()
+    return stored["id"], original
+
+
+def test_a_person_takes_a_promoted_rule_back_out(
+        repo: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: there was no way; the memory stayed promoted, out of the queue, counted
+    # by the dashboard, whatever was done to the file.
+    memory_id, original = promoted_by_cli(repo, db, capsys)
+    assert vmem_json(capsys, "promote", "--list") == []
+    assert vmem_json(capsys, "dashboard", "--json")["repos"][0]["quality"]["promoted"] == 1
+    code, out, err = vmem(capsys, "promote", memory_id[:8], "--remove", "--by", "bob")
+    assert code == 0, err
+    assert out.strip() == f"took the rule of {memory_id} out of AGENTS.md"
+    assert (repo.path / "AGENTS.md").read_bytes() == original  # CRLF, section gone too
+    shown = vmem_json(capsys, "show", memory_id)
+    assert (shown["status"], shown["promoted_to"]) == ("active", None)
+    (event,) = vmem_json(capsys, "log", memory_id, "--kind", "demoted")
+    assert (event["actor"], event["what"]) == ("bob", "demoted from AGENTS.md by bob")
+    assert [m["id"] for m in vmem_json(capsys, "promote", "--list")] == [memory_id]
+    assert vmem_json(capsys, "dashboard", "--json")["repos"][0]["quality"]["promoted"] == 0
+    # Twice: a memory not promoted is one line, exit 1, and nothing is written.
+    code, out, err = vmem(capsys, "promote", memory_id, "--remove")
+    assert (code, out) == (1, "")
+    assert err == (f"vmem: error: memory {memory_id} is not promoted: there is no rule of "
+                   "it to take out\n")
+    assert len(vmem_json(capsys, "log", memory_id, "--kind", "demoted")) == 1
+
+
+def test_a_stale_rule_is_taken_out_of_a_retired_memory(
+        repo: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    memory_id, original = promoted_by_cli(repo, db, capsys)
+    repo.write("net/fetch.py", NET.replace("for _ in range(MAX_RETRIES):", "while True:"))
+    repo.commit("retry for ever")
+    assert vmem(capsys, "verify")[0] == 0
+    assert vmem_json(capsys, "show", memory_id)["stale_rule"] == "AGENTS.md"
+    removed = vmem_json(capsys, "promote", memory_id, "--remove")
+    assert (removed["status"], removed["promoted_to"]) == ("invalid", None)
+    assert "stale_rule" not in removed
+    assert (repo.path / "AGENTS.md").read_bytes() == original
+    code, out, _ = vmem(capsys, "show", memory_id)
+    assert code == 0
+    assert "promoted" not in out
+    assert vmem_json(capsys, "dashboard", "--json")["repos"][0]["quality"]["promoted"] == 0
+
+
+def test_a_rule_deleted_by_hand_is_said_and_the_memory_demoted_all_the_same(
+        repo: GitRepo, db: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VMEM_ACTOR", "carol")
+    memory_id, original = promoted_by_cli(repo, db, capsys)
+    (repo.path / "AGENTS.md").write_bytes(original + b"\r\nA line of mine.\r\n")
+    code, out, err = vmem(capsys, "promote", memory_id, "--remove")
+    assert code == 0, err
+    assert err == (f"vmem: AGENTS.md held no rule of memory {memory_id} (taken out by "
+                   "hand?); it is no longer recorded as promoted\n")
+    assert out.strip() == f"demoted {memory_id}"
+    assert (repo.path / "AGENTS.md").read_bytes() == original + b"\r\nA line of mine.\r\n"
+    assert vmem_json(capsys, "show", memory_id)["promoted_to"] is None
+    (event,) = vmem_json(capsys, "log", memory_id, "--kind", "demoted")
+    assert (event["actor"], event["what"]) == (
+        "carol", "demoted from AGENTS.md by carol; the file held no rule of it")
+
+
+def test_a_rules_file_that_is_not_there_is_named_where_it_was_looked_for(
+        repo: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The file deleted, or vmem run from another directory: the line names the path.
+    memory_id, _ = promoted_by_cli(repo, db, capsys)
+    (repo.path / "AGENTS.md").unlink()
+    code, out, err = vmem(capsys, "promote", memory_id, "--remove")
+    assert (code, out.strip()) == (0, f"demoted {memory_id}"), err
+    assert err == (f"vmem: there is no {repo.path / 'AGENTS.md'}: no rule of memory "
+                   f"{memory_id} to take out; it is no longer recorded as promoted\n")
+    assert not (repo.path / "AGENTS.md").exists()
+    assert vmem_json(capsys, "show", memory_id)["promoted_to"] is None
+
+
+def test_unpaired_markers_refuse_the_removal_and_change_nothing(
+        repo: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    memory_id, _ = promoted_by_cli(repo, db, capsys)
+    rules = repo.path / "AGENTS.md"
+    edited = rules.read_bytes().replace(f"<!-- /vmem:rule {memory_id} -->".encode(),
+                                        b"Bob was here.")
+    rules.write_bytes(edited)
+    code, out, err = vmem(capsys, "promote", memory_id, "--remove")
+    assert (code, out) == (1, "")
+    (line,) = err.splitlines()
+    assert line.startswith(f"vmem: error: {rules} line 7: the rule of memory {memory_id} "
+                           "starts here but has no end marker")
+    assert line.endswith("nothing was written")
+    assert rules.read_bytes() == edited
+    assert vmem_json(capsys, "show", memory_id)["promoted_to"] == "AGENTS.md"
+    assert vmem_json(capsys, "log", memory_id, "--kind", "demoted") == []
+
+
+def test_remove_takes_a_memory_id_and_the_file_from_the_promotion(
+        repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    for args, said in ((["--remove"], "no --list"), (["x", "--remove", "--to", "A.md"],
+                                                     "no --to"),
+                       (["x", "--by", "bob"], "--by goes with --remove")):
+        code, _, err = vmem(capsys, "promote", *args)
+        assert code == 2
+        assert said in err
+
+
+def test_a_demotion_that_cannot_be_recorded_puts_the_rule_back(
+        repo: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Another process retires the memory between the removal and the record: the
+    # demotion is refused, and the file holds the rule again (the store still says it
+    # is promoted there).
+    from verified_memory.rules_file import remove_rule
+
+    memory_id, original = promoted_by_cli(repo, db, capsys)
+    rules = repo.path / "AGENTS.md"
+    promoted = rules.read_bytes()
+
+    def remove(memory: Any) -> Any:
+        undo = remove_rule(rules, memory.id)
+        assert rules.read_bytes() == original
+        with service_for(repo, db) as other:
+            other.invalidate(memory_id, "the retry loop went away")
+        return undo
+
+    with service_for(repo, db) as service:
+        with pytest.raises(Conflict, match=r"cannot demote memory .*: it is invalid, not "):
+            service.demote(memory_id, remove=remove)
+        assert rules.read_bytes() == promoted
+        assert service.memories.get(memory_id).promoted_to == "AGENTS.md"
+        assert kinds(service, memory_id)[-1] == "invalidated"  # and no "demoted"
+        # Through the API without a file: the event says nothing of one.
+        assert service.demote(memory_id, by="dan").promoted_to is None
+        (event,) = service.audit(memory_id, kinds=[EventKind.DEMOTED])
+    assert (event.actor, event.detail) == ("dan", {"from": "AGENTS.md", "by": "dan"})
 
 
 def test_cli_search_safe_mode_and_filters(repo: GitRepo, capsys: pytest.CaptureFixture[str]

@@ -14,7 +14,7 @@ import pytest
 from tests.unprivileged import sandbox
 from verified_memory.errors import ValidationError
 from verified_memory.models import Decision, Memory, Verification
-from verified_memory.rules_file import promote_rule, write_rule
+from verified_memory.rules_file import promote_rule, remove_rule, write_rule
 
 REVISION = "c" * 40
 
@@ -125,6 +125,79 @@ def test_a_promoted_rule_can_be_taken_back_out_to_the_byte(tmp_path: Path) -> No
         undo()
     assert rules.read_bytes() == b"# Agents\r\n\r\nBe kind."
     assert not fresh.exists()
+
+
+def test_a_rule_taken_out_leaves_the_file_as_it_was_before_its_promotion(
+        tmp_path: Path) -> None:
+    # Before: nothing took a rule out; a person deleted the block by hand.
+    rules = tmp_path / "AGENTS.md"
+    original = b"# Agents\r\n\r\nBe kind.\r\n\r\n## Testing\r\n\r\nRun pytest.\r\n"
+    rules.write_bytes(original)
+    first, second = memory(1), memory(2)
+    write_rule(rules, first, [], REVISION)
+    write_rule(rules, second, [], REVISION)
+    with_both = rules.read_bytes()
+    undo = remove_rule(rules, first.id)
+    assert undo is not None
+    data = rules.read_bytes()
+    assert data.count(b"\n") == data.count(b"\r\n")  # still CRLF
+    assert start(first).encode() not in data
+    assert start(second).encode() in data
+    assert b"\r\n\r\n\r\n" not in data  # no gap where the rule was
+    undo()
+    assert rules.read_bytes() == with_both
+    remove_rule(rules, first.id)
+    remove_rule(rules, second.id)
+    # The section the promotions added goes with its last rule.
+    assert rules.read_bytes() == original
+
+
+def test_a_section_with_more_than_rules_keeps_its_heading(tmp_path: Path) -> None:
+    rules = tmp_path / "AGENTS.md"
+    rules.write_text("# Agents\n\n## Testing\n\nRun pytest.\n\n## Style\n\nShort lines.\n")
+    m = memory(1, "A rule.\n## Steps\nnone")  # a heading inside the rule is its text
+    write_rule(rules, m, [], REVISION, section="Testing")
+    remove_rule(rules, m.id)
+    assert rules.read_text() == ("# Agents\n\n## Testing\n\nRun pytest.\n\n## Style\n\n"
+                                 "Short lines.\n")
+    write_rule(rules, m, [], REVISION, section="Empty")
+    write_rule(rules, memory(2), [], REVISION)
+    remove_rule(rules, m.id)
+    text = rules.read_text()
+    assert "## Empty" not in text
+    assert text.endswith(f"Short lines.\n\n## Conventions from verified memory\n\n"
+                         f"{start(memory(2))}\n### Rule 2\n\nfetch retries MAX_RETRIES "
+                         f"times.\n\nCites  (verified at `{REVISION[:12]}`).\n"
+                         f"{end(memory(2))}\n")
+
+
+def test_taking_out_a_rule_the_file_does_not_hold_writes_nothing(tmp_path: Path) -> None:
+    rules = tmp_path / "AGENTS.md"
+    assert remove_rule(rules, memory(1).id) is None  # no file
+    assert not rules.exists()
+    rules.write_text("# Agents\n")
+    rules.chmod(0o444)  # not even asked to be written
+    assert remove_rule(rules, memory(1).id) is None
+    assert rules.read_text() == "# Agents\n"
+
+
+def test_a_rule_is_taken_out_through_a_link_and_unpaired_markers_are_refused(
+        tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("# Agents\n")
+    (tmp_path / "CLAUDE.md").symlink_to("AGENTS.md")
+    m, other = memory(1), memory(2)
+    write_rule(tmp_path / "CLAUDE.md", m, [], REVISION)
+    remove_rule(tmp_path / "CLAUDE.md", m.id)
+    assert (tmp_path / "CLAUDE.md").is_symlink()
+    assert (tmp_path / "AGENTS.md").read_text() == "# Agents\n"
+    write_rule(tmp_path / "AGENTS.md", m, [], REVISION)
+    write_rule(tmp_path / "AGENTS.md", other, [], REVISION)
+    edited = (tmp_path / "AGENTS.md").read_text().replace(end(other), "")
+    (tmp_path / "AGENTS.md").write_text(edited)
+    with pytest.raises(ValidationError, match=r"line \d+: the rule of memory 2{8}.*nothing was "
+                                              "written"):
+        remove_rule(tmp_path / "AGENTS.md", m.id)  # its own block pairs; the file does not
+    assert (tmp_path / "AGENTS.md").read_text() == edited
 
 
 _WRITE_UNDER_LIMIT = """\

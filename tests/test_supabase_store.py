@@ -228,7 +228,7 @@ def test_apply_sends_the_batch_and_reads_which_were_applied(store: SupabaseStore
     ])
     assert results == [True, False]
     [(_, path, _, body)] = http.calls()
-    assert path == "/rest/v1/rpc/agent_memory_apply_cited"
+    assert path == "/rest/v1/rpc/agent_memory_apply_demoting"
     assert body == {"p_transitions": [
         {"memory_id": "m1", "expect": "active", "expect_judged": "",
          "expect_citations": [["src/a.py", 3, 4, "ab12"]], "status": "invalid",
@@ -236,7 +236,7 @@ def test_apply_sends_the_batch_and_reads_which_were_applied(store: SupabaseStore
          "refreshed_at": "2026-03-01T09:30:00.000000+00:00", "verified_commit": None,
          "verified_ref": None, "unconfirm": False, "citations": None, "add_verifications": 1,
          "add_applications": 0, "add_successes": 0, "add_failures": 0, "used_at": None,
-         "promoted_to": None, "superseded_by": None, "requires": None,
+         "promoted_to": None, "demote": False, "superseded_by": None, "requires": None,
          "events": [{**EVENT_WIRE, "kind": "invalidated"}]},
         {"memory_id": "m2", "expect": "pending", "expect_judged": None,
          "expect_citations": None, "status": None,
@@ -244,8 +244,8 @@ def test_apply_sends_the_batch_and_reads_which_were_applied(store: SupabaseStore
          "refreshed_at": None, "verified_commit": None, "verified_ref": None,
          "unconfirm": False, "citations": None,
          "add_verifications": 0, "add_applications": 0, "add_successes": 0,
-         "add_failures": 0, "used_at": None, "promoted_to": None, "superseded_by": None,
-         "requires": None, "events": []},
+         "add_failures": 0, "used_at": None, "promoted_to": None, "demote": False,
+         "superseded_by": None, "requires": None, "events": []},
     ]}
 
 

@@ -214,6 +214,10 @@ def _what(kind: EventKind, detail: dict[str, Any]) -> str:
                             f"{', '.join(detail.get('new') or [])}"),
         EventKind.FEEDBACK: str(detail.get("outcome") or ""),
         EventKind.PROMOTED: f"into {detail.get('to', '?')}",
+        EventKind.DEMOTED: (f"from {detail.get('from', '?')}"
+                            + (f" by {detail['by']}" if detail.get("by") else "")
+                            + ("; the file held no rule of it"
+                               if detail.get("removed") is False else "")),
         EventKind.APPLIED: str(detail.get("task") or ""),
         EventKind.RETRIEVED: f"via {detail.get('via', '?')}",
         EventKind.CHECKED: f"{detail.get('scope', '')}: {detail.get('decision', '')}",

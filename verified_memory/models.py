@@ -200,6 +200,7 @@ class EventKind(StrEnum):
     REJECTED = "rejected"
     VALIDATED = "validated"  # applied often enough with enough success: a promotion candidate
     PROMOTED = "promoted"  # written into a rules file by a person
+    DEMOTED = "demoted"  # its rule taken back out of that file by a person
     EXPIRED = "expired"
     # Hygiene: a memory's text and citations deleted on request; a tombstone is kept.
     FORGOTTEN = "forgotten"
@@ -775,6 +776,9 @@ class Transition:
     add_failures: int = 0
     used_at: datetime | None = None
     promoted_to: str | None = None
+    #: Its rule was taken out of the rules file it was promoted into: ``promoted_to``
+    #: becomes None (``promoted_to=None`` keeps it, as None keeps every field here).
+    demote: bool = False
     #: The memory that now replaces this one (approving a correction retires what it
     #: corrects).
     superseded_by: str | None = None
@@ -790,7 +794,8 @@ class Transition:
         ``verified_commit``), citing ``cited`` (its citations as ``Transition.cited``
         names them; a store may pass none for a transition without
         ``expect_citations``), still takes this transition. Every store asks inside the
-        transaction that writes it (the SQL stores' ``agent_memory_apply_cited``)."""
+        transaction that writes it (the SQL stores' ``agent_memory_apply_cited``, which
+        ``agent_memory_apply_demoting`` calls)."""
         return Status(status) is self.expect and (
             self.expect_judged is None or (judged or NEVER_JUDGED) == self.expect_judged
         ) and (self.expect_citations is None or tuple(cited) == self.expect_citations)
@@ -819,10 +824,14 @@ class Transition:
 
     def check(self) -> None:
         """Refuse (``ValidationError``) a transition no store may apply: counters only
-        grow. Every store calls it before writing anything."""
+        grow, and a memory is promoted or demoted, not both. Every store calls it before
+        writing anything."""
         if min(self.add_verifications, self.add_applications, self.add_successes,
                self.add_failures) < 0:
             raise ValidationError(f"transition of memory {self.memory_id}: counters only grow")
+        if self.demote and self.promoted_to is not None:
+            raise ValidationError(f"transition of memory {self.memory_id}: it cannot both "
+                                  "promote and demote")
 
     def apply_to(self, memory: Memory) -> Memory:
         """``memory`` as a store leaves it after this transition (the store's part is
@@ -852,7 +861,8 @@ class Transition:
             success_count=memory.success_count + self.add_successes,
             failure_count=memory.failure_count + self.add_failures,
             used_at=memory.used_at if self.used_at is None else self.used_at,
-            promoted_to=memory.promoted_to if self.promoted_to is None else self.promoted_to,
+            promoted_to=(None if self.demote else memory.promoted_to
+                         if self.promoted_to is None else self.promoted_to),
             superseded_by=(memory.superseded_by if self.superseded_by is None
                            else self.superseded_by),
         )

@@ -29,7 +29,7 @@ from verified_memory.errors import ValidationError
 from verified_memory.models import CitationCheck, Memory, Verification, place
 from verified_memory.prompt import sanitize, sanitize_line
 
-__all__ = ["DEFAULT_SECTION", "promote_rule", "render_rule", "write_rule"]
+__all__ = ["DEFAULT_SECTION", "promote_rule", "remove_rule", "render_rule", "write_rule"]
 
 DEFAULT_SECTION = "Conventions from verified memory"
 
@@ -68,9 +68,7 @@ def write_rule(path: str | os.PathLike[str], memory: Memory,
     section when missing); the file's new text. Refuses, writing nothing, a path that
     is a directory, a file that is not UTF-8 or whose markers do not pair up
     (``ValidationError``), and a file this user may not write (``PermissionError``)."""
-    target = _file(path)
-    if target.is_dir():
-        raise ValidationError(f"{target} is a directory: name the rules file to write into")
+    target = _rules_file(path)
     lines = _read_lines(target)
     eol = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
     blocks = _blocks(lines, target)
@@ -81,12 +79,7 @@ def write_rule(path: str | os.PathLike[str], memory: Memory,
     else:
         lines = _added(lines, block, blocks, f"## {sanitize_line(section)}", eol)
     text = "".join(lines)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # A rename replaces a file whatever its mode: a read-only one is refused here.
-    if target.exists() and not os.access(target, os.W_OK):
-        raise PermissionError(errno.EACCES, f"{os.strerror(errno.EACCES)}: nothing was "
-                              "written", str(target))
-    write_atomically(target, text, keep_mode=True)
+    _write(target, text)
     return text
 
 
@@ -108,6 +101,77 @@ def promote_rule(path: str | os.PathLike[str], check: Verification, *,
     return undo
 
 
+def remove_rule(path: str | os.PathLike[str], memory_id: str) -> Callable[[], None] | None:
+    """``MemoryService.demote``'s ``remove``: the rule of memory ``memory_id`` taken out
+    of the file at ``path`` (its block, the blank line that set it apart, and its
+    section's heading when nothing is left under it, as a promotion into a file without
+    the section adds it), nothing else changed. Returns what puts the file back as it
+    was, for a removal that then cannot be recorded; None when the file (or no file)
+    holds no rule of the memory, and nothing is written. Refused as ``write_rule``
+    refuses, writing nothing."""
+    target = _rules_file(path)
+    lines = _read_lines(target)
+    blocks = _blocks(lines, target)
+    if memory_id not in blocks:
+        return None
+    before = "".join(lines)
+    first, last = blocks.pop(memory_id)
+    del lines[first:last + 1]
+    at = _close_gap(lines, first)
+    emptied = _emptied_section(lines, at, _blocks(lines, target))
+    if emptied is not None:
+        del lines[slice(*emptied)]
+        _close_gap(lines, emptied[0])
+    _write(target, "".join(lines))
+    return lambda: write_atomically(target, before, keep_mode=True)
+
+
+def _close_gap(lines: list[str], at: int) -> int:
+    """Drop the blank lines before ``at`` that a blank line or the end of the file
+    follows (what set a removed block apart); where ``at`` is then."""
+    while at > 0 and _blank(lines[at - 1]) and (at == len(lines) or _blank(lines[at])):
+        del lines[at - 1]
+        at -= 1
+    return at
+
+
+def _emptied_section(lines: Sequence[str], at: int,
+                     blocks: dict[str, tuple[int, int]]) -> tuple[int, int] | None:
+    """The lines (from its heading to its end, the next heading of the same or a higher
+    level or the end of the file) of the ``## `` section ``at`` is in, when it holds
+    nothing but blank lines; else None. Lines inside rule blocks are a rule's text."""
+    inside = {line for first, last in blocks.values() for line in range(first, last + 1)}
+    heading = next((line for line in range(at - 1, -1, -1)
+                    if line not in inside and re.match(r"#{1,2} ", lines[line])), None)
+    if heading is None or not lines[heading].startswith("## "):
+        return None
+    end = next((line for line in range(heading + 1, len(lines))
+                if line not in inside and re.match(r"#{1,2} ", lines[line])), len(lines))
+    return (heading, end) if all(_blank(line) for line in lines[heading + 1:end]) else None
+
+
+def _blank(line: str) -> bool:
+    return not line.strip("\r\n")
+
+
+def _rules_file(path: str | os.PathLike[str]) -> Path:
+    """The file a rule is written into or taken out of (``_file``); a directory refused."""
+    target = _file(path)
+    if target.is_dir():
+        raise ValidationError(f"{target} is a directory: name the rules file")
+    return target
+
+
+def _write(target: Path, text: str) -> None:
+    """Write the rules file whole, or not at all."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # A rename replaces a file whatever its mode: a read-only one is refused here.
+    if target.exists() and not os.access(target, os.W_OK):
+        raise PermissionError(errno.EACCES, f"{os.strerror(errno.EACCES)}: nothing was "
+                              "written", str(target))
+    write_atomically(target, text, keep_mode=True)
+
+
 def _file(path: str | os.PathLike[str]) -> Path:
     """The file a rule is written into: a link's target (CLAUDE.md -> AGENTS.md: the
     rule goes into AGENTS.md, and the link stays)."""
@@ -124,7 +188,7 @@ def _read_lines(target: Path) -> list[str]:
         return data.decode("utf-8").splitlines(keepends=True)
     except UnicodeDecodeError as exc:
         raise ValidationError(f"{target} is not UTF-8 text ({exc.reason} at byte "
-                              f"{exc.start}): save it as UTF-8 to add rules to it; "
+                              f"{exc.start}): save it as UTF-8 to edit rules in it; "
                               "nothing was written") from None
 
 

@@ -1081,6 +1081,34 @@ class MemoryService:
             raise
         return replace(check, memory=promoted)
 
+    def demote(self, memory_id: str, *, by: str | None = None,
+               remove: Callable[[Memory], object] | None = None) -> Memory:
+        """Take a promoted memory's rule back out (a person's decision), whatever the
+        memory's status: ``remove`` takes the rule out of the file it was promoted into
+        (``rules_file.remove_rule``), then the store forgets that file (``promoted_to``)
+        with a ``demoted`` event, whose actor is ``by`` (default: the caller). When
+        ``remove`` returns a callable, it puts the rule back if the demotion then cannot
+        be recorded; when it returns None the file held no rule of the memory (deleted by
+        hand), and the memory is demoted all the same. Refused (``Conflict``) for a
+        memory that is not promoted."""
+        memory = self._memory(memory_id)
+        if memory.promoted_to is None:
+            raise Conflict(f"memory {memory.id} is not promoted: there is no rule of it to "
+                           "take out")
+        who = by or self.current_actor
+        undo = remove(memory) if remove is not None else None
+        detail: dict[str, Any] = {"from": memory.promoted_to, "by": who}
+        if remove is not None:
+            detail["removed"] = callable(undo)  # False: the file held no rule of it
+        demoted = replace(self._event(EventKind.DEMOTED, memory, **detail), actor=who)
+        try:
+            return self._transition(memory, Transition(
+                memory.id, expect=memory.status, demote=True, events=(demoted,)), "demote")
+        except Exception:
+            if callable(undo):
+                undo()
+            raise
+
     # ------------------------------------------------------------------ audit and hygiene
 
     def list_memories(self, repo: str, where: MemoryFilter | None = None, *,

@@ -1138,6 +1138,39 @@ def test_quality_counts_follow_the_memory_rules(store: MemoryStore) -> None:
         store.apply([Transition(made["poor"].id, add_failures=-1)])
 
 
+def test_a_demotion_clears_the_rules_file_whatever_the_status(store: MemoryStore) -> None:
+    # Before: promoted_to=None keeps the file, so no transition could clear it and a
+    # rule taken out stayed "promoted" (and "stale" once retired) for good.
+    kept, retired, twice = mem(subject="kept"), mem(subject="retired"), mem(subject="twice")
+    for m in (kept, retired, twice):
+        store.add(m)
+    store.apply([Transition(m.id, promoted_to="AGENTS.md") for m in (kept, retired, twice)])
+    store.apply([Transition(retired.id, status=Status.INVALID, invalid_reason="gone")])
+    demoted = event(EventKind.DEMOTED, retired.id, **{"from": "AGENTS.md", "by": "ana"})
+    # Skipped, with its event, when the memory is no longer as read.
+    assert store.apply([Transition(retired.id, demote=True, events=(demoted,))]) == [False]
+    assert store.get(retired.id).promoted_to == "AGENTS.md"
+    assert store.apply([Transition(retired.id, expect=Status.INVALID, demote=True,
+                                   events=(demoted,))]) == [True]
+    # In a batch each transition sees the ones before it: demoted, then promoted again.
+    assert store.apply([Transition(twice.id, demote=True),
+                        Transition(twice.id, promoted_to="CLAUDE.md"),
+                        Transition(kept.id, promoted_to="CLAUDE.md"),
+                        Transition(kept.id, demote=True),
+                        Transition(kept.id, promoted_to="AGENTS.md")]) == [True] * 5
+    found = store.get_many([kept.id, retired.id, twice.id])
+    assert [m.promoted_to for m in found] == ["AGENTS.md", None, "CLAUDE.md"]
+    assert store.apply([Transition(twice.id, promoted_to="AGENTS.md"),
+                        Transition(twice.id, demote=True)]) == [True, True]
+    assert store.get(twice.id).promoted_to is None
+    assert (found[1].status, found[1].stale_rule) == (Status.INVALID, None)
+    assert [(e.kind, e.detail) for e in store.events(memory_id=retired.id)] == [
+        (EventKind.DEMOTED, {"from": "AGENTS.md", "by": "ana"})]
+    with pytest.raises(ValidationError, match="both promote and demote"):
+        store.apply([Transition(kept.id, demote=True, promoted_to="AGENTS.md")])
+    assert store.get(kept.id).promoted_to == "AGENTS.md"
+
+
 def test_expired_is_a_status_of_its_own(store: MemoryStore) -> None:
     kept, gone = mem(minutes=1), mem(minutes=2)
     store.add(kept)

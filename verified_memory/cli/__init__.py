@@ -331,7 +331,8 @@ def _tell_stale_rules(memories: Sequence[Memory]) -> None:
         one = len(ids) == 1
         say(f"vmem: {len(ids)} invalidated memor{'y was' if one else 'ies were'} promoted "
             f"into {rules_file}: {'its rule there is' if one else 'their rules there are'} "
-            f"stale now; take {'it' if one else 'them'} out by hand: " + ", ".join(ids))
+            f"stale now; take {'it' if one else 'them'} out with `vmem promote ID --remove`: "
+            + ", ".join(ids))
 
 
 def _verify_summary(report: VerificationReport) -> str:

@@ -7,12 +7,15 @@ file, which a person does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from verified_memory.cli.env import Env, common, running, say
 from verified_memory.cli.render import Output
+from verified_memory.models import Memory
+from verified_memory.rules_file import DEFAULT_SECTION
 
 __all__ = ["COMMANDS"]
 
@@ -74,22 +77,37 @@ def reject(env: Env, memory_id: str, reason: str, by: str | None, as_json: bool)
 @click.option("--to", "rules_file", type=click.Path(dir_okay=False, path_type=Path),
               metavar="FILE", help="The rules file to write the rule into (AGENTS.md, "
                                    "CLAUDE.md, .cursor/rules/NAME.mdc, ...).")
-@click.option("--section", default="Conventions from verified memory", show_default=True,
+@click.option("--section", default=DEFAULT_SECTION, show_default=True,
               help="The section (a ## heading) the rule goes under.")
+@click.option("--remove", is_flag=True,
+              help="Take the memory's rule back out of the file it was promoted into, "
+                   "whatever its status; it is no longer promoted.")
+@click.option("--by", help="Who takes the rule out (with --remove; default: VMEM_ACTOR), "
+                           "the event's actor in `vmem log`.")
 @common
 @pass_env
 def promote(env: Env, memory_id: str | None, show_queue: bool, rules_file: Path | None,
-            section: str, repo: str | None, as_json: bool) -> None:
+            section: str, remove: bool, by: str | None, repo: str | None,
+            as_json: bool) -> None:
     """Promote a validated memory into a rules file, as a rule citing its verified
-    lines (a person's decision: nothing is promoted on its own).
+    lines (a person's decision: nothing is promoted on its own), or take its rule
+    back out.
 
     \b
     vmem promote --list
     vmem promote 3f2c... --to AGENTS.md
+    vmem promote 3f2c... --remove
     """
     from verified_memory.rules_file import promote_rule
 
     env.out = Output(as_json)
+    if by is not None and not remove:
+        raise click.UsageError("--by goes with --remove (who takes the rule out)")
+    if remove:
+        _demote(env, memory_id, by, given=[name for name, given in (
+            ("--list", show_queue), ("--to", rules_file is not None),
+            ("--section", section != DEFAULT_SECTION)) if given])
+        return
     if show_queue or memory_id is None:
         if memory_id is not None or rules_file is not None:
             raise click.UsageError("--list takes no MEMORY_ID or --to")
@@ -107,6 +125,37 @@ def promote(env: Env, memory_id: str | None, show_queue: bool, rules_file: Path 
     if not as_json:
         say(f"vmem: {memory_id} was verified at {check.where}")
     env.out.done(check.memory, f"promoted {check.memory.id} into {rules_file}")
+
+
+def _demote(env: Env, memory_id: str | None, by: str | None, given: list[str]) -> None:
+    """``vmem promote ID --remove``: the rule out of the file the memory names (a
+    relative name read from where vmem runs, as ``--to`` is), and the memory demoted."""
+    from verified_memory.rules_file import remove_rule
+
+    if memory_id is None or given:
+        raise click.UsageError("--remove takes a MEMORY_ID, and no " + (
+            ", ".join(given) or "--list") + ": the rule is taken out of the file the "
+            "memory was promoted into")
+    taken: dict[str, Path | None] = {}  # the rules file -> where its rule was not found
+
+    def take_out(memory: Memory) -> Callable[[], None] | None:
+        named = Path(memory.promoted_to or "")
+        target = named if named.is_absolute() else env.directory / named
+        undo = remove_rule(target, memory.id)
+        taken[str(named)] = None if undo is not None else target
+        return undo
+
+    with running(env) as service:
+        memory = service.demote(memory_id, by=by, remove=take_out)
+    ((rules_file, missed),) = taken.items()
+    if missed is not None:
+        # A file not there at all may be a run from another directory: name where.
+        held = (f"{rules_file} held no rule of memory {memory.id} (taken out by hand?)"
+                if missed.exists() else f"there is no {missed}: no rule of memory "
+                f"{memory.id} to take out")
+        say(f"vmem: {held}; it is no longer recorded as promoted")
+    env.out.done(memory, f"took the rule of {memory.id} out of {rules_file}"
+                 if missed is None else f"demoted {memory.id}")
 
 
 COMMANDS = (pending, approve, reject, promote)

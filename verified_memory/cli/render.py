@@ -137,7 +137,8 @@ class Output:
             quality.append("poor performer (left out of context)")
         if m.stale_rule:
             quality.append(f"promoted into {m.stale_rule}, where its rule is stale now (the "
-                           f"memory is {m.status.value}): take the rule out by hand")
+                           f"memory is {m.status.value}): take the rule out with `vmem "
+                           f"promote {m.id[:8]} --remove`")
         elif m.promoted_to:
             quality.append(f"promoted into {m.promoted_to}")
         self.out.print(_plain("quality: " + ", ".join(quality)))

@@ -368,6 +368,7 @@ def transition_values(transition: Transition) -> dict[str, Any]:
         "add_failures": transition.add_failures,
         "used_at": time_to_text(transition.used_at) if transition.used_at is not None else None,
         "promoted_to": transition.promoted_to,
+        "demote": transition.demote,
         "superseded_by": transition.superseded_by,
     }
 

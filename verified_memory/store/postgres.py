@@ -144,7 +144,7 @@ def events_payload(events: Sequence[TelemetryEvent]) -> list[dict[str, Any]]:
 
 
 def transition_payload(transition: Transition) -> dict[str, Any]:
-    """A transition as ``agent_memory_apply_cited`` takes it (``None``: leave as it is)."""
+    """A transition as ``agent_memory_apply_demoting`` takes it (``None``: leave as it is)."""
     where = f"transition of memory {transition.memory_id}"
     if transition.citations is not None:
         validate_citations(transition.citations, where)
@@ -377,7 +377,7 @@ class PostgresStore(ClosingStore):
             return []
 
         def call(cur: psycopg.Cursor[Any]) -> list[Any]:
-            cur.execute("select agent_memory_apply_cited(%s) as results", (_jsonb(payload),))
+            cur.execute("select agent_memory_apply_demoting(%s) as results", (_jsonb(payload),))
             row = cur.fetchone()
             return list(row["results"]) if row else []
 

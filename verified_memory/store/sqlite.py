@@ -1116,6 +1116,8 @@ def _update(values: dict[str, Any]) -> tuple[str, tuple[Any, ...]] | None:
         assign("invalid_reason", values["invalid_reason"])
     if values["unconfirm"]:
         sets += ["verified_commit = NULL", "verified_ref = NULL"]
+    if values["demote"]:
+        sets.append("promoted_to = NULL")
     for column in ("refreshed_at", "verified_commit", "verified_ref", "used_at",
                    "promoted_to", "superseded_by"):
         if values[column] is not None and not (values["unconfirm"]

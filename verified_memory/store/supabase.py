@@ -216,11 +216,11 @@ class SupabaseStore(ClosingStore):
         payload = [transition_payload(t) for t in transitions]
         if not payload:
             return []
-        data = self._rpc("applying transitions", "agent_memory_apply_cited",
+        data = self._rpc("applying transitions", "agent_memory_apply_demoting",
                          {"p_transitions": payload})
         if not isinstance(data, list) or len(data) != len(payload):
             raise StoreError(
-                f"agent_memory_apply_cited answered {type(data).__name__} for {len(payload)} "
+                f"agent_memory_apply_demoting answered {type(data).__name__} for {len(payload)} "
                 "transitions; is the database migrated?"
             )
         return applied_flags(data)
