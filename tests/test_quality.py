@@ -680,6 +680,27 @@ def test_a_rules_file_that_is_not_there_is_named_where_it_was_looked_for(
     assert vmem_json(capsys, "show", memory_id)["promoted_to"] is None
 
 
+def test_a_rules_file_is_named_from_the_working_copy_root(
+        repo: GitRepo, db: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: the name was stored as typed and read from where vmem ran, so --remove run
+    # in a subdirectory looked for net/AGENTS.md and left the rule in the root's file.
+    memory_id, original = promoted_by_cli(repo, db, capsys)
+    monkeypatch.chdir(repo.path / "net")
+    code, out, err = vmem(capsys, "promote", memory_id, "--remove")
+    assert (code, out.strip()) == (0, f"took the rule of {memory_id} out of AGENTS.md"), err
+    assert (repo.path / "AGENTS.md").read_bytes() == original
+    assert not (repo.path / "net" / "AGENTS.md").exists()
+    # Promoted from a subdirectory: stored by its place in the working copy.
+    (repo.path / "CLAUDE.md").write_text("# Claude\n")
+    promoted = vmem_json(capsys, "promote", memory_id, "--to", "../CLAUDE.md")
+    assert promoted["promoted_to"] == "CLAUDE.md"
+    assert f"vmem:rule {memory_id}" in (repo.path / "CLAUDE.md").read_text()
+    monkeypatch.chdir(repo.path)
+    assert vmem_json(capsys, "promote", memory_id, "--remove")["promoted_to"] is None
+    assert (repo.path / "CLAUDE.md").read_text() == "# Claude\n"
+
+
 def test_unpaired_markers_refuse_the_removal_and_change_nothing(
         repo: GitRepo, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     memory_id, _ = promoted_by_cli(repo, db, capsys)

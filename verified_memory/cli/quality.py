@@ -7,6 +7,7 @@ file, which a person does.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -118,18 +119,38 @@ def promote(env: Env, memory_id: str | None, show_queue: bool, rules_file: Path 
         return
     if rules_file is None:
         raise click.UsageError("name the rules file with --to FILE")
-    target = rules_file if rules_file.is_absolute() else env.directory / rules_file
+    target = Path(os.path.abspath(env.directory / rules_file))  # links kept: not resolve()
+    named = _rules_name(env, target)
     with running(env) as service:
-        check = service.promote(memory_id, str(rules_file), write=lambda c: promote_rule(
+        check = service.promote(memory_id, named, write=lambda c: promote_rule(
             target, c, section=section))
     if not as_json:
         say(f"vmem: {memory_id} was verified at {check.where}")
-    env.out.done(check.memory, f"promoted {check.memory.id} into {rules_file}")
+    env.out.done(check.memory, f"promoted {check.memory.id} into {named}")
+
+
+def _rules_name(env: Env, target: Path) -> str:
+    """A rules file as a promotion records it: by its place in the working copy
+    (``net/AGENTS.md``), so that ``--remove``, ``vmem show`` and the dashboard name the
+    same file from any directory; a file outside it by its absolute path."""
+    root = env.working_copy
+    place = target.parent.resolve() / target.name  # the folders' links, not the file's
+    if root is not None and place.is_relative_to(root.resolve()):
+        return place.relative_to(root.resolve()).as_posix()
+    return str(target)
+
+
+def _rules_file(env: Env, named: str) -> Path:
+    """Where a recorded rules file is: a relative name from the working copy's root (as
+    ``_rules_name`` records it), or from where vmem runs when there is none."""
+    path = Path(named)
+    return path if path.is_absolute() else (env.working_copy or env.directory) / path
 
 
 def _demote(env: Env, memory_id: str | None, by: str | None, given: list[str]) -> None:
     """``vmem promote ID --remove``: the rule out of the file the memory names (a
-    relative name read from where vmem runs, as ``--to`` is), and the memory demoted."""
+    relative name from the working copy's root: ``_rules_file``), and the memory
+    demoted."""
     from verified_memory.rules_file import remove_rule
 
     if memory_id is None or given:
@@ -139,10 +160,10 @@ def _demote(env: Env, memory_id: str | None, by: str | None, given: list[str]) -
     taken: dict[str, Path | None] = {}  # the rules file -> where its rule was not found
 
     def take_out(memory: Memory) -> Callable[[], None] | None:
-        named = Path(memory.promoted_to or "")
-        target = named if named.is_absolute() else env.directory / named
+        named = memory.promoted_to or ""
+        target = _rules_file(env, named)
         undo = remove_rule(target, memory.id)
-        taken[str(named)] = None if undo is not None else target
+        taken[named] = None if undo is not None else target
         return undo
 
     with running(env) as service:
