@@ -182,6 +182,26 @@ def test_new_memories_are_verified_at_the_main_lines_tip(
     assert after[breaks]["status"] == "invalid"
 
 
+def test_only_the_active_memories_imported_are_verified_and_counted(
+        clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An invalid or superseded memory in the folder is imported as it is: a pass over
+    it judges nothing, so the summary does not count it as refreshed or invalidated."""
+    retired = store(capsys, "Retired", "app/net.py:1-2")
+    ok(capsys, "invalidate", retired, "--reason", "no longer true")
+    old = store(capsys, "Old", "app/net.py:5-6")
+    new = ok(capsys, "supersede", old, "--subject", "New", "--fact", "New fact.",
+             "--cite", "app/net.py:9-10")["id"]
+    ok(capsys, "git", "export", "--repo", REPO)
+    clone.write("app/net.py", NET.replace("return x + 1\n", "return x * 100\n"))
+    on_main(clone, "change f1 (what the old memory cites), export memories")
+    second = f"sqlite:///{tmp_path / 'b.db'}"
+    done = ok(capsys, "--db", second, "git", "import")
+    assert sorted(done["new"]) == sorted([retired, old, new])
+    assert done["verified"] == {"refresh": 1}
+    assert {m["id"]: m["status"] for m in memories(second)} == {
+        retired: "invalid", old: "superseded", new: "active"}
+
+
 def test_on_a_branch_the_check_after_import_is_a_view(
         clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     breaks = store(capsys, "Breaks", "app/net.py:5-6")

@@ -150,7 +150,7 @@ class ImportResult:
     forgotten: tuple[str, ...]
     events: int
     tombstones: int
-    verified: dict[str, int]  # decision -> how many of the new memories
+    verified: dict[str, int]  # decision -> how many of the new active memories
     scope: str | None  # verdict, view or dry_run: what the verification could change
     # Edited or deleted files read off the main line's tip: what they would change, kept
     # for an import there (the ref rule: a branch's folder is a proposal until merged).
@@ -302,15 +302,19 @@ def import_folder(service: MemoryService, folder: Path, *, ref: str = "HEAD",
             erased.append(stone.id)
     counts = load_export(service.memories, plan.export, forget_held=False)
     superseded = []
+    successors = []
     for edit in edits:
         successor = service.supersede(edit.old.id, edit.new, ref=ref)
         superseded.append((edit.old.id, successor.id))
+        successors.append(successor)
     invalidated = []
     for memory in deleted:
         service.invalidate(memory.id, f"its file was deleted from {folder.name}/ "
                                       "(vmem git import)")
         invalidated.append(memory.id)
-    fresh = [m.id for m in plan.new] + [new for _, new in superseded]
+    # Only active memories are judged: a pass over an invalid, superseded or pending one
+    # changes nothing, and its decisions would be counted as refreshes and invalidations.
+    fresh = [m.id for m in (*plan.new, *successors) if m.status is Status.ACTIVE]
     verified: dict[str, int] = {}
     scope = None
     if verify and fresh:
