@@ -94,9 +94,9 @@ def import_(env: Env, folder: Path | None, ref: str, no_verify: bool, apply: boo
     """Read the folder into the store, all checked before anything is written: new
     memories are added and the active ones verified at REF (a verdict only at the main
     line's tip), a memory whose fact, subject or citations were edited by hand is
-    superseded, one whose file was deleted is invalidated; off the main line's tip (a branch, a pull request)
-    those edits and deletions are held back and listed, unless --apply. A re-run adds
-    nothing."""
+    superseded, one whose file was deleted is invalidated; off the main line's tip (a
+    branch, a pull request) those edits and deletions are held back and listed, unless
+    --apply. A re-run adds nothing."""
     from verified_memory.gitstore.sync import import_folder, plan_import
 
     env.out = Output(as_json)
