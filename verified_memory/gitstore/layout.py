@@ -42,9 +42,9 @@ from verified_memory.store.records import read_event, read_memory, read_tombston
 
 __all__ = [
     "DEFAULT_FOLDER", "EVENTS", "EXPORT_SESSION", "FORGOTTEN", "INDEX", "Folder",
-    "event_file", "event_line", "id_part", "memory_file", "parse_memory", "read_folder",
-    "render_index", "render_memory", "render_tombstone", "support_files", "tombstone_file",
-    "write_text",
+    "event_file", "event_line", "id_part", "looks_like_memory_folder", "memory_file",
+    "parse_memory", "read_folder", "render_index", "render_memory", "render_tombstone",
+    "support_files", "tombstone_file", "write_text",
 ]
 
 DEFAULT_FOLDER = ".memory"
@@ -211,6 +211,26 @@ def render_index(memories: Sequence[Memory], repos: Iterable[str]) -> str:
 
 def support_files() -> dict[str, str]:
     return {".gitignore": GITIGNORE, ".gitattributes": GITATTRIBUTES}
+
+
+def looks_like_memory_folder(folder: Path, *more: str) -> bool:
+    """Whether ``folder`` (which exists) is empty or holds what a memory folder holds
+    (``index.md``, ``_events/``, ``_forgotten/``, the ``.gitignore`` or
+    ``.gitattributes`` written here, or any of ``more``): a command that only reads must
+    not turn a folder of code, named by mistake, into one. A folder that cannot be
+    listed is left to the caller's own error."""
+    try:
+        if not any(folder.iterdir()):
+            return True
+        if any((folder / name).exists() for name in (INDEX, EVENTS, FORGOTTEN, *more)):
+            return True
+        for name, text in support_files().items():
+            path = folder / name
+            if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
+                return True
+    except OSError:
+        return True
+    return False
 
 
 def write_text(path: Path, text: str) -> bool:
