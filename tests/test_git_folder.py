@@ -489,6 +489,17 @@ def test_commit_makes_one_memory_commit_and_leaves_other_staged_work_alone(
     assert again["commit"] is None  # nothing changed: no empty commit
 
 
+def test_a_commit_outside_a_working_copy_is_refused_before_the_folder_is_written(
+        clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store(capsys, "One", "app/net.py:1-2")
+    outside = tmp_path / "elsewhere" / "memories"
+    code, out, err = vmem(capsys, "git", "export", "--repo", REPO, "--dir", str(outside),
+                          "--commit")
+    assert (code, out) == (1, "")
+    assert err == f"vmem: error: {outside} is not inside a git working copy: cannot --commit\n"
+    assert not outside.exists()
+
+
 def test_readme_git_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     section = readme.split("\n## Memories in the repository\n", 1)[1].split("\n## ", 1)[0]

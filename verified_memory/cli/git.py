@@ -60,6 +60,10 @@ def export(env: Env, folder: Path | None, repos: tuple[str, ...], commit: bool,
     env.out = Output(as_json)
     target = _folder(env, folder)
     chosen = list(repos) or [env.repo(None)]
+    if commit:  # a commit that cannot be made is refused before the folder is written
+        from verified_memory.gitstore.commit import working_copy_root
+
+        working_copy_root(target)
     with running(env) as service:
         counts = export_folder(service.memories, target, chosen)
     committed = _commit(env, target, f"export {counts.memories} memories of "
