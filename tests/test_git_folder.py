@@ -202,6 +202,18 @@ def test_only_the_active_memories_imported_are_verified_and_counted(
         retired: "invalid", old: "superseded", new: "active"}
 
 
+def test_an_unknown_ref_is_refused_before_anything_is_imported(
+        clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store(capsys, "Holds", "app/net.py:1-2")
+    ok(capsys, "git", "export", "--repo", REPO)
+    second = f"sqlite:///{tmp_path / 'b.db'}"
+    code, out, err = vmem(capsys, "--db", second, "git", "import", "--ref", "no-such-ref")
+    assert (code, out) == (1, "")
+    assert err.startswith("vmem: error: ref 'no-such-ref' does not exist in ")
+    assert memories(second) == []  # not imported and left unverified
+    assert ok(capsys, "--db", second, "git", "import")["verified"] == {"refresh": 1}
+
+
 def test_on_a_branch_the_check_after_import_is_a_view(
         clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     breaks = store(capsys, "Breaks", "app/net.py:5-6")
