@@ -227,6 +227,33 @@ def test_on_a_branch_the_check_after_import_is_a_view(
     assert {m["id"]: m["status"] for m in memories(second)} == {breaks: "active"}
 
 
+def test_an_event_the_folder_holds_twice_is_read_once(
+        clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same event can reach the folder twice: in a session's log and in a teammate's
+    export of a store that imported it, on two branches merged since; or a line repeated
+    in one log. One event (its key), read once, by an import and by the folder as the
+    store; a key repeated with other contents is refused, naming both."""
+    memory = store(capsys, "Holds", "app/net.py:1-2")
+    ok(capsys, "applied", memory)
+    ok(capsys, "git", "export", "--repo", REPO)
+    (log,) = (clone.path / ".memory" / "_events").rglob("*.jsonl")
+    lines = log.read_text().splitlines(keepends=True)
+    assert len(lines) == 2
+    session = log.with_name("vmem__alice-session.jsonl")
+    session.write_text(lines[1])  # as the repository store writes a session's log
+    log.write_text("".join(lines + lines[1:]))  # and once more in the export's log
+    on_main(clone, "[memory] both branches merged")
+    second = f"sqlite:///{tmp_path / 'b.db'}"
+    assert ok(capsys, "--db", second, "git", "import", "--no-verify")["events"] == 2
+    assert len(ok(capsys, "--db", "git:.memory", "log", memory, "--reads")) == 2
+    session.write_text(lines[1].replace('"kind":"applied"', '"kind":"feedback"'))
+    code, _, err = vmem(capsys, "--db", second, "git", "import", "--no-verify")
+    assert code == 1
+    assert re.search(r"vmem__export\.jsonl: line 2: event key \w+ is also on line 1 of "
+                     r"\.memory/_events/.*/vmem__alice-session\.jsonl, with other contents",
+                     err), err
+
+
 def test_two_branches_adding_memories_merge_without_conflicts(
         clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store(capsys, "Base", "app/net.py:1-2")

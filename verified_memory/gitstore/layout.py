@@ -286,6 +286,10 @@ def read_folder(folder: Path) -> Folder:
     if not folder.is_dir():
         return Folder()
     seen: dict[str, str] = {}
+    # Where each event key was first read: the same event may reach the folder through
+    # two logs (a session's, and a teammate's export of a store that imported it, from
+    # two branches merged since), or twice in one (a line repeated by hand).
+    keyed: dict[str, tuple[str, int, TelemetryEvent]] = {}
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder).as_posix()
         if not path.is_file() or relative.startswith(".") or "/." in relative:
@@ -296,9 +300,18 @@ def read_folder(folder: Path) -> Folder:
                 if relative.endswith(".jsonl"):
                     exported = relative.endswith(f"__{EXPORT_SESSION}.jsonl")
                     for number, event in _events(path, where):
-                        timed.append((event.at, relative, number, event))
                         if not exported:
                             session_keys.add(event.key)
+                        if event.key is not None:
+                            first = keyed.setdefault(event.key, (where, number, event))
+                            if first[2] is not event:
+                                if first[2] == event:
+                                    continue  # one event, read once
+                                raise ValidationError(
+                                    f"{where}: line {number}: event key {event.key} is "
+                                    f"also on line {first[1]} of {first[0]}, with other "
+                                    "contents")
+                        timed.append((event.at, relative, number, event))
                     files.add(relative)
             elif relative.startswith(f"{FORGOTTEN}/"):
                 if relative.endswith(".md"):
