@@ -210,7 +210,7 @@ def test_an_unknown_ref_is_refused_before_anything_is_imported(
     code, out, err = vmem(capsys, "--db", second, "git", "import", "--ref", "no-such-ref")
     assert (code, out) == (1, "")
     assert err.startswith("vmem: error: ref 'no-such-ref' does not exist in ")
-    assert memories(second) == []  # not imported and left unverified
+    assert not (tmp_path / "b.db").exists()  # not imported, and no empty store left
     assert ok(capsys, "--db", second, "git", "import")["verified"] == {"refresh": 1}
 
 
@@ -500,6 +500,16 @@ def test_bad_input_is_one_line_naming_file_and_field_and_nothing_is_written(
     assert said in err
     assert memories(f"sqlite:///{tmp_path / 'a.db'}") == before  # the new one not added
     assert new not in {m["id"] for m in before}
+
+
+def test_a_folder_refused_leaves_no_new_store_behind(
+        clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, path = exported(clone, capsys, "Odd", "app/net.py:1-2")
+    path.write_text(path.read_text().replace("status: active", "status: zombie"))
+    code, _, err = vmem(capsys, "--db", f"sqlite:///{tmp_path / 'fresh.db'}", "git", "import")
+    assert code == 1
+    assert "status must be one of" in err
+    assert list(tmp_path.glob("fresh.db*")) == []
 
 
 def test_a_memory_edited_after_it_was_invalidated_is_refused(

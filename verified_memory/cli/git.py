@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from verified_memory.cli.env import Env, running, say
+from verified_memory.cli.env import Env, removed_if_failed, running, say
 from verified_memory.cli.render import Output
 from verified_memory.errors import ValidationError
 from verified_memory.gitstore.layout import DEFAULT_FOLDER
@@ -108,7 +108,8 @@ def import_(env: Env, folder: Path | None, ref: str, no_verify: bool, apply: boo
     if not source.is_dir():
         raise ValidationError(f"{source} is not a folder (vmem git export writes one)")
     ref = env.ref(ref)
-    with running(env, create=True) as service:
+    # A folder refused (a bad file, an unknown ref) leaves no new, empty store behind.
+    with removed_if_failed(env.db), running(env, create=True) as service:
         plan = plan_import(service, source, ref=ref)
         result = import_folder(service, source, ref=ref, verify=not no_verify, plan=plan,
                                apply=apply or None)
