@@ -353,6 +353,24 @@ def test_bad_lines_get_an_error_each_and_do_not_stop_the_run(
     assert_results(got, got)  # keys: exactly the result keys, or exactly id + error
 
 
+def test_a_byte_that_is_not_utf8_is_an_error_of_its_line(
+        repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file saved in Latin-1 by hand: the line with the stray byte gets its error,
+    named by line and character, and the other lines their answers."""
+    good = citations(repo)
+    bad = json.dumps({**good[1], "id": "caf\u00e9"}).encode().replace(b"\\u00e9", b"\xe9")
+    input_file = tmp_path / "in.jsonl"
+    input_file.write_bytes(b"\xef\xbb\xbf" + jsonl([good[0]]).encode() + bad + b"\n"
+                           + jsonl([good[4]]).encode())
+    code, got, err = run_cli(capsys, monkeypatch, "--repo", os.fspath(repo.path),
+                             "--input", os.fspath(input_file))
+    assert (code, err) == (0, "")
+    assert got == [expected()[0], {"id": "line 2", "error": "line 2: not UTF-8 text (byte "
+                                   "0xe9 at character 12): save the file as UTF-8"},
+                   expected()[4]]
+
+
 def test_unknown_ref_is_one_clear_error_and_exit_1(repo: GitRepo,
                                                    capsys: pytest.CaptureFixture[str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:

@@ -182,6 +182,38 @@ def test_new_memories_are_verified_at_the_main_lines_tip(
     assert after[breaks]["status"] == "invalid"
 
 
+def test_only_the_active_memories_imported_are_verified_and_counted(
+        clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An invalid or superseded memory in the folder is imported as it is: a pass over
+    it judges nothing, so the summary does not count it as refreshed or invalidated."""
+    retired = store(capsys, "Retired", "app/net.py:1-2")
+    ok(capsys, "invalidate", retired, "--reason", "no longer true")
+    old = store(capsys, "Old", "app/net.py:5-6")
+    new = ok(capsys, "supersede", old, "--subject", "New", "--fact", "New fact.",
+             "--cite", "app/net.py:9-10")["id"]
+    ok(capsys, "git", "export", "--repo", REPO)
+    clone.write("app/net.py", NET.replace("return x + 1\n", "return x * 100\n"))
+    on_main(clone, "change f1 (what the old memory cites), export memories")
+    second = f"sqlite:///{tmp_path / 'b.db'}"
+    done = ok(capsys, "--db", second, "git", "import")
+    assert sorted(done["new"]) == sorted([retired, old, new])
+    assert done["verified"] == {"refresh": 1}
+    assert {m["id"]: m["status"] for m in memories(second)} == {
+        retired: "invalid", old: "superseded", new: "active"}
+
+
+def test_an_unknown_ref_is_refused_before_anything_is_imported(
+        clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store(capsys, "Holds", "app/net.py:1-2")
+    ok(capsys, "git", "export", "--repo", REPO)
+    second = f"sqlite:///{tmp_path / 'b.db'}"
+    code, out, err = vmem(capsys, "--db", second, "git", "import", "--ref", "no-such-ref")
+    assert (code, out) == (1, "")
+    assert err.startswith("vmem: error: ref 'no-such-ref' does not exist in ")
+    assert not (tmp_path / "b.db").exists()  # not imported, and no empty store left
+    assert ok(capsys, "--db", second, "git", "import")["verified"] == {"refresh": 1}
+
+
 def test_on_a_branch_the_check_after_import_is_a_view(
         clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     breaks = store(capsys, "Breaks", "app/net.py:5-6")
@@ -193,6 +225,33 @@ def test_on_a_branch_the_check_after_import_is_a_view(
     done = ok(capsys, "--db", second, "git", "import")
     assert done["scope"] == "view"
     assert {m["id"]: m["status"] for m in memories(second)} == {breaks: "active"}
+
+
+def test_an_event_the_folder_holds_twice_is_read_once(
+        clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same event can reach the folder twice: in a session's log and in a teammate's
+    export of a store that imported it, on two branches merged since; or a line repeated
+    in one log. One event (its key), read once, by an import and by the folder as the
+    store; a key repeated with other contents is refused, naming both."""
+    memory = store(capsys, "Holds", "app/net.py:1-2")
+    ok(capsys, "applied", memory)
+    ok(capsys, "git", "export", "--repo", REPO)
+    (log,) = (clone.path / ".memory" / "_events").rglob("*.jsonl")
+    lines = log.read_text().splitlines(keepends=True)
+    assert len(lines) == 2
+    session = log.with_name("vmem__alice-session.jsonl")
+    session.write_text(lines[1])  # as the repository store writes a session's log
+    log.write_text("".join(lines + lines[1:]))  # and once more in the export's log
+    on_main(clone, "[memory] both branches merged")
+    second = f"sqlite:///{tmp_path / 'b.db'}"
+    assert ok(capsys, "--db", second, "git", "import", "--no-verify")["events"] == 2
+    assert len(ok(capsys, "--db", "git:.memory", "log", memory, "--reads")) == 2
+    session.write_text(lines[1].replace('"kind":"applied"', '"kind":"feedback"'))
+    code, _, err = vmem(capsys, "--db", second, "git", "import", "--no-verify")
+    assert code == 1
+    assert re.search(r"vmem__export\.jsonl: line 2: event key \w+ is also on line 1 of "
+                     r"\.memory/_events/.*/vmem__alice-session\.jsonl, with other contents",
+                     err), err
 
 
 def test_two_branches_adding_memories_merge_without_conflicts(
@@ -443,6 +502,16 @@ def test_bad_input_is_one_line_naming_file_and_field_and_nothing_is_written(
     assert new not in {m["id"] for m in before}
 
 
+def test_a_folder_refused_leaves_no_new_store_behind(
+        clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, path = exported(clone, capsys, "Odd", "app/net.py:1-2")
+    path.write_text(path.read_text().replace("status: active", "status: zombie"))
+    code, _, err = vmem(capsys, "--db", f"sqlite:///{tmp_path / 'fresh.db'}", "git", "import")
+    assert code == 1
+    assert "status must be one of" in err
+    assert list(tmp_path.glob("fresh.db*")) == []
+
+
 def test_a_memory_edited_after_it_was_invalidated_is_refused(
         clone: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
     memory, path = exported(clone, capsys, "Gone", "app/net.py:1-2")
@@ -467,6 +536,17 @@ def test_commit_makes_one_memory_commit_and_leaves_other_staged_work_alone(
     assert clone.run("diff", "--cached", "--name-only") == "other.txt"
     again = ok(capsys, "git", "export", "--repo", REPO, "--commit")
     assert again["commit"] is None  # nothing changed: no empty commit
+
+
+def test_a_commit_outside_a_working_copy_is_refused_before_the_folder_is_written(
+        clone: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store(capsys, "One", "app/net.py:1-2")
+    outside = tmp_path / "elsewhere" / "memories"
+    code, out, err = vmem(capsys, "git", "export", "--repo", REPO, "--dir", str(outside),
+                          "--commit")
+    assert (code, out) == (1, "")
+    assert err == f"vmem: error: {outside} is not inside a git working copy: cannot --commit\n"
+    assert not outside.exists()
 
 
 def test_readme_git_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -172,6 +172,26 @@ def test_reindex_without_a_folder_is_one_line(tmp_path: Path, monkeypatch: pytes
     assert not (tmp_path / "nowhere").exists()
 
 
+def test_a_folder_of_code_named_by_mistake_is_refused_and_left_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`--dir app` or `git:app` for a read (a slip for `.memory`): one line, and no index,
+    .gitignore or lock file written among the code."""
+    repo = GitRepo.project(tmp_path / "work", {"app/net.py": NET})
+    monkeypatch.chdir(repo.path)
+    for args in (["git", "reindex", "--dir", "app"],
+                 ["--db", "git:app", "list", "--repo", REPO]):
+        with pytest.raises(SystemExit) as done:
+            main(args)
+        assert done.value.code == 1
+        assert "app is not a memory folder" in capsys.readouterr().err
+        assert sorted(p.name for p in (repo.path / "app").iterdir()) == ["net.py"]
+    # An empty folder, or one a store made, is a memory folder.
+    GitStore(tmp_path / "empty").close()
+    with GitStore(tmp_path / "empty", create=False) as store:
+        assert store.repos() == []
+
+
 def test_open_store_names_the_folder(tmp_path: Path) -> None:
     store = open_store(f"git:{tmp_path / 'm'}")
     try:

@@ -302,3 +302,26 @@ def test_a_tombstone_forgets_the_memory_a_target_still_holds(source: SQLiteStore
     assert (stone.forgotten_by, stone.reason) == (
         "admin", "a secret (forgotten in the store exported; imported)")
     assert import_jsonl(target, io.StringIO(_export(source))).erased == 0  # a re-run
+
+
+def test_a_repeated_id_or_key_is_refused_by_line_before_a_tombstone_forgets(
+        source: SQLiteStore) -> None:
+    """A hand-made file that repeats a memory id or an event key is malformed: refused
+    naming both lines while the file is read, before its tombstones forget anything."""
+    forgotten = _memories()[2].id
+    target = InMemoryStore()
+    import_jsonl(target, io.StringIO(_export(source)))
+    source.forget([forgotten], by="admin", reason="a secret")
+    lines = _lines(source)
+    events = [i for i, line in enumerate(lines) if line["type"] == "event"]
+    at = _memory_line(lines)
+    for first, again in ((at, at + 1), (events[0], events[1])):
+        changed = list(lines)
+        changed[again] = lines[first]  # the header's counts still hold
+        what = "memory id" if lines[first]["type"] == "memory" else "event key"
+        value = lines[first]["id" if what == "memory id" else "key"]
+        with pytest.raises(VerifiedMemoryError,
+                           match=f"line {again + 1}: .*{what} {value} is on line "
+                                 f"{first + 1} already"):
+            import_jsonl(target, io.StringIO(_text(changed)))
+        assert target.get(forgotten).id == forgotten  # the tombstone forgot nothing

@@ -368,6 +368,27 @@ def test_bases_without_a_change_to_review_are_refused(repo: GitRepo) -> None:
     assert "same commit" in same.notes[0]
 
 
+def test_uncommitted_edits_of_the_commit_reviewed_are_named_in_a_note(
+        repo: GitRepo, service: MemoryService, memories: dict[str, str]) -> None:
+    """`vmem review` before a commit: the edit is not in the diff, and the report must
+    not pass for a review of it ("touches no code that a memory cites", and no more)."""
+    feature = branch(repo, "feature", OTHER + "# more\n", path="net/other.py")
+    repo.write("net/fetch.py", FETCH.replace("MAX_RETRIES = 3", "MAX_RETRIES = 4"))
+    report = run(service, repo, "HEAD")
+    assert report.findings == ()
+    assert report.notes == (
+        "main and HEAD are the same commit: nothing changed",
+        "the working copy has uncommitted changes to 1 file, which this review does not "
+        "read (it diffs commits, up to HEAD): commit them to review them")
+    # A head that is not the commit checked out: the working copy is not its business.
+    assert not any("uncommitted" in n for n in run(service, repo, feature).notes)
+    before = repo.head
+    repo.commit("four retries")
+    committed = run(service, repo, "HEAD", base=before)
+    assert kinds(committed, memories) == {"const": "breaks"}
+    assert not any("uncommitted" in n for n in committed.notes)
+
+
 def test_a_repository_without_memories(repo: GitRepo, service: MemoryService) -> None:
     branch(repo, "edit", FETCH.replace("3", "5"))
     report = run(service, repo, "edit")

@@ -136,6 +136,18 @@ def test_resolve_unknown_ref(source: LocalGitSource, ref: str) -> None:
         source.resolve(ref)
 
 
+def test_a_blob_or_tree_sha_for_a_commit_says_what_it_names(
+        repo: GitRepo, source: LocalGitSource) -> None:
+    """A file's blob sha given where a commit belongs (a citation's blob_sha for its
+    sha) exists: the error says what it is, not only that no commit has that name."""
+    blob = repo.run("rev-parse", "HEAD:README.md")
+    tree = repo.run("rev-parse", "HEAD^{tree}")
+    for sha, kind in ((blob, "blob"), (tree, "tree")):
+        with pytest.raises(NotFound, match=f"ref '{sha}' does not exist in .* as a commit: "
+                                           f"it names a {kind}, not a commit"):
+            source.resolve(sha)
+
+
 @pytest.mark.parametrize("ref", ["main v1", "HEAD\nHEAD", "a\tb", "x\x00y", "-h", "--all", ""])
 def test_resolve_rejects_malformed_refs(source: LocalGitSource, ref: str) -> None:
     with pytest.raises(NotFound, match="does not exist"):

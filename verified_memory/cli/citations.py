@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 import click
 
 from verified_memory.errors import ValidationError
-from verified_memory.limits import CHECK_LINE_MAX, bounded_lines, check_depth, too_long
+from verified_memory.limits import (
+    CHECK_LINE_MAX,
+    TEXT_ENCODING,
+    TEXT_ERRORS,
+    bounded_lines,
+    check_depth,
+    refuse_undecoded,
+    too_long,
+)
 
 if TYPE_CHECKING:
     from verified_memory.verify.bulk import Item
@@ -52,7 +60,9 @@ def check(repo_path: Path, ref: str, input_file: str, jobs: int | None,
     from verified_memory.verify.bulk import usable_cpus
 
     # Nothing is stored: the service only lends its door to the one working copy.
-    with LocalGitSource(repo_path) as source, click.open_file(input_file, encoding="utf-8") as fh:
+    # A byte that is not UTF-8 is kept, to be the error of its line (``parse_jsonl``).
+    with LocalGitSource(repo_path) as source, click.open_file(
+            input_file, encoding=TEXT_ENCODING, errors=TEXT_ERRORS) as fh:
         service = MemoryService(InMemoryStore(), source)
         lines = bounded_lines(fh, CHECK_LINE_MAX)  # an endless line is an error, not a hang
         # On a terminal the answers scroll by: they are the progress. Sent to a file or
@@ -77,12 +87,18 @@ def check(repo_path: Path, ref: str, input_file: str, jobs: int | None,
 
 def parse_jsonl(lines: Iterable[str], *, max_line: int | None = None) -> Iterator[Item]:
     """(id, object) per non-empty line, or (id or line number, error message); a line
-    longer than ``max_line`` characters is an error (``limits.bounded_lines``)."""
+    longer than ``max_line`` characters is an error (``limits.bounded_lines``), and so is
+    one holding a byte that is not UTF-8 (read with ``limits.TEXT_ERRORS``)."""
     for number, line in enumerate(lines, 1):
         if number == 1:  # a byte order mark (Windows editors, PowerShell) is no content
             line = line.removeprefix("\ufeff")
         if max_line is not None and too_long(line, max_line):
             yield f"line {number}", f"line {number} is longer than {max_line:,} characters"
+            continue
+        try:
+            refuse_undecoded(line, number)
+        except ValidationError as exc:
+            yield f"line {number}", str(exc)
             continue
         if not line.strip():
             continue

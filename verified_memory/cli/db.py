@@ -101,25 +101,20 @@ def import_(ctx: click.Context, input_file: str, as_json: bool) -> None:
     checked (each memory as strictly as `vmem store` checks one) before the store is
     opened, then written in one transaction. What the store holds is skipped (memory
     ids it has or forgot, events by their key, tombstones), so a re-run adds nothing."""
+    from verified_memory.cli.env import removed_if_failed
     from verified_memory.limits import IMPORT_LINE_MAX, TEXT_ENCODING, TEXT_ERRORS, bounded_lines
-    from verified_memory.store import open_store, sqlite_path
+    from verified_memory.store import open_store
     from verified_memory.store.transfer import load_export, read_export
 
     with click.open_file(input_file, encoding=TEXT_ENCODING, errors=TEXT_ERRORS) as fh:
         export = read_export(bounded_lines(fh, IMPORT_LINE_MAX))
     url = _url(ctx)
-    path = sqlite_path(url)
-    new = path is not None and not Path(path).expanduser().exists()
-    try:
+    with removed_if_failed(url):  # nothing was imported: leave no empty store behind
         store = open_store(url)
         try:
             counts = load_export(store, export)
         finally:
             store.close()
-    except BaseException:
-        if new and path is not None:  # nothing was imported: leave no empty store behind
-            _remove_store(Path(path).expanduser())
-        raise
     if as_json:
         click.echo(json.dumps(counts.to_dict()))
     else:
@@ -129,11 +124,6 @@ def import_(ctx: click.Context, input_file: str, as_json: bool) -> None:
                    f"{counts.skipped_tombstones} tombstones"
                    + (f"; forgot {counts.erased} memories the file's tombstones name"
                       if counts.erased else ""))
-
-
-def _remove_store(path: Path) -> None:
-    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-        name.unlink(missing_ok=True)
 
 
 @db.command()

@@ -30,7 +30,8 @@ if TYPE_CHECKING:  # the service, and what it brings (the verifier, the grammars
     from verified_memory.sources.base import CodeSource
 
 __all__ = [
-    "Env", "code_options", "common", "fail", "progress", "running", "say", "tell_not_checked",
+    "Env", "code_options", "common", "fail", "progress", "removed_if_failed", "running", "say",
+    "tell_not_checked",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -176,6 +177,25 @@ def running(env: Env, *, worktree: bool = False, source: CodeSource | None = Non
             yield service
     finally:
         service.close()
+
+
+@contextmanager
+def removed_if_failed(url: str | None) -> Iterator[None]:
+    """An import into a SQLite store that does not exist yet: when it fails (a file
+    refused, a ref unknown, Ctrl-C), the store it created is removed with its -wal and
+    -shm files, so that nothing imported leaves no empty store behind either."""
+    from verified_memory.store import sqlite_path
+
+    path = sqlite_path(url)
+    new = Path(path).expanduser() if path is not None else None
+    if new is not None and new.exists():
+        new = None
+    try:
+        yield
+    except BaseException:
+        for name in (new, Path(f"{new}-wal"), Path(f"{new}-shm")) if new else ():
+            name.unlink(missing_ok=True)
+        raise
 
 
 def tell_not_checked(env: Env, verifications: Sequence[Verification],

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from verified_memory.cli.env import Env, running, say
+from verified_memory.cli.env import Env, removed_if_failed, running, say
 from verified_memory.cli.render import Output
 from verified_memory.errors import ValidationError
 from verified_memory.gitstore.layout import DEFAULT_FOLDER
@@ -60,6 +60,10 @@ def export(env: Env, folder: Path | None, repos: tuple[str, ...], commit: bool,
     env.out = Output(as_json)
     target = _folder(env, folder)
     chosen = list(repos) or [env.repo(None)]
+    if commit:  # a commit that cannot be made is refused before the folder is written
+        from verified_memory.gitstore.commit import working_copy_root
+
+        working_copy_root(target)
     with running(env) as service:
         counts = export_folder(service.memories, target, chosen)
     committed = _commit(env, target, f"export {counts.memories} memories of "
@@ -92,11 +96,11 @@ def export(env: Env, folder: Path | None, repos: tuple[str, ...], commit: bool,
 def import_(env: Env, folder: Path | None, ref: str, no_verify: bool, apply: bool,
             as_json: bool) -> None:
     """Read the folder into the store, all checked before anything is written: new
-    memories are added and verified at REF (a verdict only at the main line's tip), a
-    memory whose fact, subject or citations were edited by hand is superseded, one whose
-    file was deleted is invalidated; off the main line's tip (a branch, a pull request)
-    those edits and deletions are held back and listed, unless --apply. A re-run adds
-    nothing."""
+    memories are added and the active ones verified at REF (a verdict only at the main
+    line's tip), a memory whose fact, subject or citations were edited by hand is
+    superseded, one whose file was deleted is invalidated; off the main line's tip (a
+    branch, a pull request) those edits and deletions are held back and listed, unless
+    --apply. A re-run adds nothing."""
     from verified_memory.gitstore.sync import import_folder, plan_import
 
     env.out = Output(as_json)
@@ -104,7 +108,8 @@ def import_(env: Env, folder: Path | None, ref: str, no_verify: bool, apply: boo
     if not source.is_dir():
         raise ValidationError(f"{source} is not a folder (vmem git export writes one)")
     ref = env.ref(ref)
-    with running(env, create=True) as service:
+    # A folder refused (a bad file, an unknown ref) leaves no new, empty store behind.
+    with removed_if_failed(env.db), running(env, create=True) as service:
         plan = plan_import(service, source, ref=ref)
         result = import_folder(service, source, ref=ref, verify=not no_verify, plan=plan,
                                apply=apply or None)

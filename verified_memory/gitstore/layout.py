@@ -42,9 +42,9 @@ from verified_memory.store.records import read_event, read_memory, read_tombston
 
 __all__ = [
     "DEFAULT_FOLDER", "EVENTS", "EXPORT_SESSION", "FORGOTTEN", "INDEX", "Folder",
-    "event_file", "event_line", "id_part", "memory_file", "parse_memory", "read_folder",
-    "render_index", "render_memory", "render_tombstone", "support_files", "tombstone_file",
-    "write_text",
+    "event_file", "event_line", "id_part", "looks_like_memory_folder", "memory_file",
+    "parse_memory", "read_folder", "render_index", "render_memory", "render_tombstone",
+    "support_files", "tombstone_file", "write_text",
 ]
 
 DEFAULT_FOLDER = ".memory"
@@ -213,6 +213,26 @@ def support_files() -> dict[str, str]:
     return {".gitignore": GITIGNORE, ".gitattributes": GITATTRIBUTES}
 
 
+def looks_like_memory_folder(folder: Path, *more: str) -> bool:
+    """Whether ``folder`` (which exists) is empty or holds what a memory folder holds
+    (``index.md``, ``_events/``, ``_forgotten/``, the ``.gitignore`` or
+    ``.gitattributes`` written here, or any of ``more``): a command that only reads must
+    not turn a folder of code, named by mistake, into one. A folder that cannot be
+    listed is left to the caller's own error."""
+    try:
+        if not any(folder.iterdir()):
+            return True
+        if any((folder / name).exists() for name in (INDEX, EVENTS, FORGOTTEN, *more)):
+            return True
+        for name, text in support_files().items():
+            path = folder / name
+            if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
+                return True
+    except OSError:
+        return True
+    return False
+
+
 def write_text(path: Path, text: str) -> bool:
     """Write ``text`` atomically, only if it differs (a re-run leaves files untouched);
     whether it was written."""
@@ -266,6 +286,10 @@ def read_folder(folder: Path) -> Folder:
     if not folder.is_dir():
         return Folder()
     seen: dict[str, str] = {}
+    # Where each event key was first read: the same event may reach the folder through
+    # two logs (a session's, and a teammate's export of a store that imported it, from
+    # two branches merged since), or twice in one (a line repeated by hand).
+    keyed: dict[str, tuple[str, int, TelemetryEvent]] = {}
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder).as_posix()
         if not path.is_file() or relative.startswith(".") or "/." in relative:
@@ -276,9 +300,18 @@ def read_folder(folder: Path) -> Folder:
                 if relative.endswith(".jsonl"):
                     exported = relative.endswith(f"__{EXPORT_SESSION}.jsonl")
                     for number, event in _events(path, where):
-                        timed.append((event.at, relative, number, event))
                         if not exported:
                             session_keys.add(event.key)
+                        if event.key is not None:
+                            first = keyed.setdefault(event.key, (where, number, event))
+                            if first[2] is not event:
+                                if first[2] == event:
+                                    continue  # one event, read once
+                                raise ValidationError(
+                                    f"{where}: line {number}: event key {event.key} is "
+                                    f"also on line {first[1]} of {first[0]}, with other "
+                                    "contents")
+                        timed.append((event.at, relative, number, event))
                     files.add(relative)
             elif relative.startswith(f"{FORGOTTEN}/"):
                 if relative.endswith(".md"):

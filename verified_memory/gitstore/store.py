@@ -46,6 +46,7 @@ from verified_memory.gitstore.layout import (
     event_file,
     event_line,
     id_part,
+    looks_like_memory_folder,
     memory_file,
     read_folder,
     render_index,
@@ -195,6 +196,10 @@ class GitStore(ClosingStore):
                 raise NotFound(f"there is no memory folder at {self.folder} (vmem git "
                                "export writes one; a command that stores creates it)")
             self.folder.mkdir(parents=True)
+        elif not create and not looks_like_memory_folder(self.folder, INDEX_FILE):
+            raise NotFound(f"{self.folder} is not a memory folder (no index.md, _events/, "
+                           "_forgotten/ or the .gitignore vmem writes there): nothing was "
+                           "written in it")
         self.session = session or os.environ.get("VMEM_SESSION") or secrets.token_hex(6)
         writable = os.access(self.folder, os.W_OK)
         for name, text in support_files().items() if writable else ():

@@ -23,11 +23,17 @@ successor, a deleted memory is already invalid.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verified_memory.errors import NotFound, ValidationError
+from verified_memory.errors import (
+    MissingDependency,
+    NotFound,
+    SourceUnavailable,
+    ValidationError,
+)
 from verified_memory.gitstore.layout import (
     EXPORT_SESSION,
     INDEX,
@@ -150,7 +156,7 @@ class ImportResult:
     forgotten: tuple[str, ...]
     events: int
     tombstones: int
-    verified: dict[str, int]  # decision -> how many of the new memories
+    verified: dict[str, int]  # decision -> how many of the new active memories
     scope: str | None  # verdict, view or dry_run: what the verification could change
     # Edited or deleted files read off the main line's tip: what they would change, kept
     # for an import there (the ref rule: a branch's folder is a proposal until merged).
@@ -284,6 +290,15 @@ def import_folder(service: MemoryService, folder: Path, *, ref: str = "HEAD",
     would reach verdicts (the main line's tip, or ``apply``); elsewhere they are held
     back, as the ref rule holds back a view's verdicts."""
     plan = plan or plan_import(service, folder, ref=ref)
+    # Only active memories are judged: a pass over an invalid, superseded or pending one
+    # changes nothing, and its decisions would be counted as refreshes and invalidations.
+    judged = [m for m in plan.new if m.status is Status.ACTIVE] if verify else []
+    for repo in sorted({m.repo for m in judged}):
+        # An unknown ref is refused before anything is written, not by the verification
+        # after the import (the edits' citations were fingerprinted at it already). Code
+        # that cannot be read now is no reason to refuse: the verification says so.
+        with suppress(SourceUnavailable, MissingDependency):
+            service.source_for(repo).resolve(ref)
     changed = ({e.old.repo for e in plan.edits} | {m.repo for m in plan.deleted}
                | {t.repo for t in plan.forget})
     scopes = {repo: service.scope(repo, ref=ref, apply=apply) for repo in changed}
@@ -302,15 +317,17 @@ def import_folder(service: MemoryService, folder: Path, *, ref: str = "HEAD",
             erased.append(stone.id)
     counts = load_export(service.memories, plan.export, forget_held=False)
     superseded = []
+    successors = []
     for edit in edits:
         successor = service.supersede(edit.old.id, edit.new, ref=ref)
         superseded.append((edit.old.id, successor.id))
+        successors.append(successor)
     invalidated = []
     for memory in deleted:
         service.invalidate(memory.id, f"its file was deleted from {folder.name}/ "
                                       "(vmem git import)")
         invalidated.append(memory.id)
-    fresh = [m.id for m in plan.new] + [new for _, new in superseded]
+    fresh = [m.id for m in (*judged, *successors) if m.status is Status.ACTIVE]
     verified: dict[str, int] = {}
     scope = None
     if verify and fresh:

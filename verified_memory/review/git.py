@@ -56,10 +56,10 @@ def local_diff(path: str | os.PathLike[str], base: str, head: str = "HEAD") -> D
     repo = Path(path)
     base_commit = _resolve(repo, base, "--base")
     head_commit = _resolve(repo, head, "--head")
-    notes: list[str] = []
+    notes = _uncommitted(repo, head, head_commit)
     if base_commit == head_commit:
         return Diff(base, head, base_commit, head_commit, (),
-                    (f"{base} and {head} are the same commit: nothing changed",))
+                    (f"{base} and {head} are the same commit: nothing changed", *notes))
     proc = run_git(repo, "merge-base", base_commit, head_commit)
     merge_base = proc.stdout.decode("ascii", "replace").strip()
     if proc.returncode == 1 and not merge_base:
@@ -82,6 +82,34 @@ def local_diff(path: str | os.PathLike[str], base: str, head: str = "HEAD") -> D
                                 f"in {repo}: {git_message(proc)}")
     files = parse_diff(proc.stdout.decode("utf-8", "surrogateescape"))
     return Diff(base, head, merge_base, head_commit, tuple(files), tuple(notes))
+
+
+def _uncommitted(repo: Path, head: str, head_commit: str) -> list[str]:
+    """A note when ``head`` is the commit checked out and tracked files have edits not
+    committed: a review diffs commits, so "touches no cited code" would say nothing of
+    them. ``--no-optional-locks``: a review never takes the index lock from the user's
+    own git commands. Nothing to say in a bare repository, or when git cannot tell."""
+    checked_out = run_git(repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    if checked_out.stdout.decode("ascii", "replace").strip() != head_commit:
+        return []
+    proc = run_git(repo, "--no-optional-locks", "status", "--porcelain", "-z",
+                   "--untracked-files=no")
+    if proc.returncode != 0:
+        return []
+    # -z: "XY path\0" per file, then a rename's or copy's source path as an entry of
+    # its own, to skip.
+    entries = iter(proc.stdout.split(b"\0"))
+    changed = 0
+    for entry in entries:
+        if entry:
+            changed += 1
+            if entry[:1] in (b"R", b"C"):
+                next(entries, None)
+    if not changed:
+        return []
+    return [f"the working copy has uncommitted changes to {changed} file"
+            f"{'' if changed == 1 else 's'}, which this review does not read (it diffs "
+            f"commits, up to {head}): commit them to review them"]
 
 
 # --------------------------------------------------------------------------- parsing

@@ -381,7 +381,13 @@ class LocalGitSource(ClosingSource):
     def _missing_hint(self, ref: str) -> str:
         """Why a ref may be unknown here, asked only when one fails: a repository with
         no commit yet (``git init``, nothing committed) has no branch at all; a shallow
-        clone (CI checks out one commit) lacks the history before its cut."""
+        clone (CI checks out one commit) lacks the history before its cut. A ref that
+        names another kind of object (a file's blob sha given for its commit's) exists,
+        but not as a commit: that is said instead."""
+        kind = run_git(self.path, "cat-file", "-t", ref)
+        if kind.returncode == 0 and kind.stdout.strip() in (b"blob", b"tree"):
+            return (f" as a commit: it names a {kind.stdout.strip().decode()}, not a commit "
+                    "(a citation's sha is the commit it was made at, not its blob_sha)")
         if not run_git(self.path, "rev-list", "-n", "1", "--all").stdout.strip():
             return ": the repository has no commits yet (commit the code to cite first)"
         if not re.fullmatch(r"[0-9a-fA-F]{7,64}", ref):

@@ -194,6 +194,10 @@ def read_export(source: Iterable[str]) -> Export:
     events: list[tuple[datetime, int, TelemetryEvent]] = []
     tombstones: list[Tombstone] = []
     promised: dict[str, int] = {}  # the header's counts, when it has them
+    # Where each memory id (a tombstone's too) and event key was first seen: a file that
+    # repeats one is malformed, and is refused here, by line, before a store is opened
+    # (the store's own check comes after tombstones have forgotten what they name).
+    seen: dict[tuple[str, str], int] = {}
     for number, version, record in _records(source, promised):
         kind = record.pop("type")
         try:
@@ -205,13 +209,18 @@ def read_export(source: Iterable[str]) -> Export:
                 if version < 2 and "key" in record:
                     raise ValidationError("a version 1 export has no event keys")
                 event = read_event(record)
+                _once(seen, ("event key", event.key), number)
                 events.append((event.at.astimezone(UTC), order, event))
             elif kind == "memory":
-                memories.append(read_memory(record))
+                memory = read_memory(record)
+                _once(seen, ("memory id", memory.id), number)
+                memories.append(memory)
             elif version < 2:
                 raise ValidationError("a version 1 export has no tombstones")
             else:
-                tombstones.append(read_tombstone(record))
+                stone = read_tombstone(record)
+                _once(seen, ("memory id", stone.id), number)
+                tombstones.append(stone)
         except ValidationError as exc:
             raise ValidationError(f"line {number}: {kind}: {exc}") from None
     found = {"memories": len(memories), "events": len(events), "tombstones": len(tombstones)}
@@ -294,6 +303,16 @@ def _repos(store: MemoryStore) -> list[str]:
 def _write(out: IO[str], record: dict[str, Any]) -> None:
     out.write(json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
     out.write("\n")
+
+
+def _once(seen: dict[tuple[str, str], int], name: tuple[str, str | None], number: int) -> None:
+    """Refuse a memory id or event key that an earlier line of the file already has."""
+    what, value = name
+    if value is None:  # an event without a key gets one derived later, never twice
+        return
+    first = seen.setdefault((what, value), number)
+    if first != number:
+        raise ValidationError(f"{what} {value} is on line {first} already")
 
 
 def _listed(counts: dict[str, int]) -> str:
