@@ -55,6 +55,20 @@ def test_sqlite_migrate_export_import_round_trip(repo: GitRepo, tmp_path: Path,
                    "No such file or directory\n")
 
 
+def test_an_export_of_a_repository_the_store_has_no_memories_of_says_so(
+        repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: --repo acme/typo exported nothing, with exit 0 and no word of why.
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    vmem(capsys, "--db", url, "store", "--subject", "s", "--fact", "f", "--cite", "a.py:1-2")
+    code, out, err = vmem(capsys, "--db", url, "db", "export", "--repo", "acme/typo",
+                          "--repo", "acme/a")
+    assert code == 0
+    assert len(out.splitlines()) == 3  # a header, acme/a's memory and its event
+    assert err.splitlines() == [
+        "vmem: the store has no memories of acme/typo (it has memories of acme/a)",
+        "exported 1 memories, 1 events and 0 tombstones"]
+
+
 def test_import_of_a_bad_file_names_the_line_and_writes_nothing(
         repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.jsonl"

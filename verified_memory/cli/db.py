@@ -81,6 +81,7 @@ def export(ctx: click.Context, repos: tuple[str, ...], output: str) -> None:
 
     store = open_store(_url(ctx), create=False)
     try:
+        _tell_unknown(repos, store.repos())
         if output == "-":
             counts = export_jsonl(store, sys.stdout, list(repos) or None)
         else:
@@ -90,6 +91,16 @@ def export(ctx: click.Context, repos: tuple[str, ...], output: str) -> None:
         store.close()
     click.echo(f"exported {counts.memories} memories, {counts.events} events and "
                f"{counts.tombstones} tombstones", err=True)
+
+
+def _tell_unknown(wanted: tuple[str, ...], held: list[str]) -> None:
+    """One line on stderr naming the repositories asked for that the store has no
+    memories of (a typo exports nothing, which is no error)."""
+    unknown = [repo for repo in dict.fromkeys(wanted) if repo not in held]
+    if unknown:
+        has = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        click.echo(f"vmem: the store has no memories of {', '.join(unknown)} "
+                   f"({f'it has memories of {has}' if held else 'it has none'})", err=True)
 
 
 @db.command("import")
