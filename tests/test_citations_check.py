@@ -327,6 +327,7 @@ def test_bad_lines_get_an_error_each_and_do_not_stop_the_run(
          "sha": sha},
         "[1, 2, 3]",
         "",
+        {"id": None, "path": "README.md", "line_start": 1, "line_end": 1},  # named by line
         good[4],
     ]
     code, got, err = run_cli(capsys, monkeypatch, "--repo", os.fspath(repo.path), "--json",
@@ -334,7 +335,7 @@ def test_bad_lines_get_an_error_each_and_do_not_stop_the_run(
     assert (code, err) == (0, "")
     assert [line["id"] for line in got] == [
         "convert", "line 2", "no-path", "no-sha", "unknown-sha", "no-file", "past-end",
-        "backwards", "blank-only", "bad-line", "line 11", "push"]
+        "backwards", "blank-only", "bad-line", "line 11", "line 13", "push"]
     assert got[0] == expected()[0]
     assert got[-1] == expected()[4]
     errors = {line["id"]: line["error"] for line in got[1:-1]}
@@ -350,6 +351,7 @@ def test_bad_lines_get_an_error_each_and_do_not_stop_the_run(
     assert "blank" in errors["blank-only"]
     assert "line_start" in errors["bad-line"]
     assert "not a JSON object" in errors["line 11"]
+    assert "sha" in errors["line 13"]
     assert_results(got, got)  # keys: exactly the result keys, or exactly id + error
 
 

@@ -118,4 +118,5 @@ def parse_jsonl(lines: Iterable[str], *, max_line: int | None = None) -> Iterato
         if not isinstance(data, dict):
             yield f"line {number}", f"line {number} is not a JSON object"
             continue
-        yield data.get("id", f"line {number}"), data
+        # an id that is missing or null: the line names the answer
+        yield (data["id"] if data.get("id") is not None else f"line {number}"), data
