@@ -396,6 +396,50 @@ def test_module_becomes_a_package(history: History) -> None:
     changed(check_one(history, escaping), "app/util/html.py", span(html_part, escape_now))
 
 
+NET = src('''
+    import time
+
+    MAX_RETRIES = 3
+    BACKOFF = 1.5
+
+
+    def fetch(url):
+        for _ in range(MAX_RETRIES):
+            time.sleep(BACKOFF)
+            return get(url)
+        return None
+''')
+SETTINGS_YML = "server:\n  host: 0.0.0.0\n  port: 8080\n  workers: 4\n  timeout: 30\n"
+
+
+def test_a_citation_without_an_anchor_edited_in_a_renamed_file_is_changed_there(
+        history: History) -> None:
+    """A window over two definitions (the constants and the function after them) has
+    no anchor, nor has a file no grammar covers. Git pairs each file's rename, and one
+    cited line was edited on the way: ``changed`` in the new file, as the same edit in
+    place is. It was ``missing``: only the cited file itself was searched for what is
+    left of an edited citation."""
+    history.start({"app/net.py": NET, "config/app.yml": SETTINGS_YML})
+    window = "MAX_RETRIES = 3\nBACKOFF = 1.5\n\n\ndef fetch(url):\n"
+    code = history.cite("app/net.py", *span(NET, window))
+    assert code.fingerprint.anchor is None
+    config = history.cite("config/app.yml", 2, 4)
+    net_now = NET.replace("MAX_RETRIES = 3", "MAX_RETRIES = 4")
+    yml_now = SETTINGS_YML.replace("port: 8080", "port: 9090")
+    history.repo.remove("app/net.py")
+    history.repo.write("app/http.py", net_now)
+    history.repo.remove("config/app.yml")
+    history.repo.write("config/settings.yml", yml_now)
+    history.repo.commit("net becomes http, app.yml settings.yml; new defaults")
+    edited, settings = history.check(code, config)
+    changed(edited, "app/http.py", span(net_now, window.replace("= 3", "= 4")))
+    changed(settings, "config/settings.yml", (2, 4))
+    # Gone from the new file too: still missing.
+    history.repo.write("app/http.py", "def fetch(url):\n    return get(url)\n")
+    history.repo.commit("simpler")
+    missing(check_one(history, code))
+
+
 SERVER_GO = src('''
     package server
 

@@ -367,7 +367,36 @@ class AnchorLocator(Locator, Origins):
             return check
         # the definition still in its file, however little of it is left, is the code;
         # an edited copy elsewhere only when it is gone from there
-        return here or (min(edited, key=_first_two)[2] if edited else None)
+        result = here or (min(edited, key=_first_two)[2] if edited else None)
+        if result is None and file is None and successors:
+            citation = self._anchored(verifier, citation)
+            if citation.fingerprint.anchor is None:
+                return self._edited_in_successor(verifier, citation, tree, paths, successors)
+        return result
+
+    def _edited_in_successor(self, verifier: Verifier, citation: Citation,
+                             tree: Mapping[str, str], paths: Sequence[str],
+                             successors: Container[str]) -> CitationCheck | None:
+        """A citation with no anchor (a window over several definitions, a file no
+        grammar covers) whose file moved, and whose lines were edited there: ``changed``
+        where most of them survive in the files that continue it, as step 5 answers in
+        the cited file itself (else a rename made an edit ``missing``)."""
+        best: tuple[float, Location, str] | None = None
+        for path in paths:
+            moved = verifier.files.get(tree[path]) if path in successors else None
+            if moved is None:
+                continue
+            foreign = self._foreign_rows(self._origin_base(verifier, citation), moved)
+            partial = best_partial(citation, path, moved, foreign)
+            if partial is not None and partial[1] >= CHANGED_THRESHOLD \
+                    and (best is None or partial[1] > best[0]):
+                best = (partial[1], partial[0], moved.blob_sha)
+        if best is None:
+            return None
+        share, place, blob = best
+        return CitationCheck(citation, Outcome.CHANGED, place, blob, round(share, 3), step=4,
+                             detail=f"{share:.0%} of the cited lines survive at {place}, "
+                                    f"in the file that continues {citation.path}")
 
     def _renamed_in_place(self, verifier: Verifier, citation: Citation,
                           file: FileText) -> CitationCheck | None:
