@@ -133,10 +133,10 @@ def _rules_name(env: Env, target: Path) -> str:
     """A rules file as a promotion records it: by its place in the working copy
     (``net/AGENTS.md``), so that ``--remove``, ``vmem show`` and the dashboard name the
     same file from any directory; a file outside it by its absolute path."""
-    root = env.working_copy
+    root = env.working_copy.resolve() if env.working_copy is not None else None
     place = target.parent.resolve() / target.name  # the folders' links, not the file's
-    if root is not None and place.is_relative_to(root.resolve()):
-        return place.relative_to(root.resolve()).as_posix()
+    if root is not None and place.is_relative_to(root):
+        return place.relative_to(root).as_posix()
     return str(target)
 
 

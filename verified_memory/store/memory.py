@@ -142,8 +142,9 @@ class InMemoryStore:
                     raise NotFound(f"memory {t.memory_id} not found")
                 required = None if t.requires is None else (
                     staged.get(t.requires[0]) or self._memories.get(t.requires[0]))
-                if not (t.expects(current.status, current.verified_commit,
-                                  Transition.cited(current.citations)) and t.required(
+                cited = () if t.expect_citations is None else Transition.cited(
+                    current.citations)  # made only for a verdict that names its own
+                if not (t.expects(current.status, current.verified_commit, cited) and t.required(
                         {} if required is None else {required.id: required.status})):
                     results.append(False)  # lost a race: skip it and its events
                     continue

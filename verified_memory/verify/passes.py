@@ -27,7 +27,6 @@ from verified_memory.models import (
     NEVER_JUDGED,
     Citation,
     CitationCheck,
-    Cited,
     Decision,
     EventKind,
     Memory,
@@ -359,8 +358,7 @@ class VerificationPass:
                 {"by": "verification", **where})
         valid, refreshed = details
         return Transition(
-            memory.id, expect=memory.status, expect_judged=_judged(memory),
-            expect_citations=_cited(memory),
+            memory.id, expect=memory.status, **_as_read(memory),
             refreshed_at=now, add_verifications=1,
             verified_commit=scope.revision, verified_ref=scope.verdict_ref,
             events=(TelemetryEvent(EventKind.VERIFIED_VALID, memory.repo, memory.id,
@@ -393,8 +391,7 @@ class VerificationPass:
         # dashboards can sum the cost of verification from telemetry alone.
         if decision is Decision.INVALIDATE:
             return Transition(
-                memory.id, expect_judged=_judged(memory),
-                expect_citations=_cited(memory), status=Status.INVALID,
+                memory.id, **_as_read(memory), status=Status.INVALID,
                 invalid_reason=reason, add_verifications=1,
                 verified_ref=scope.verdict_ref, verified_commit=revision,
                 events=(self._event(EventKind.VERIFIED_INVALID, memory, None, at, **where,
@@ -421,8 +418,7 @@ class VerificationPass:
         citations = tuple(_advance(c, revision, files, keep_pins=contained is None
                                    or c.citation.sha in contained) for c in checks)
         return Transition(
-            memory.id, expect=memory.status, expect_judged=_judged(memory),
-            expect_citations=_cited(memory),
+            memory.id, expect=memory.status, **_as_read(memory),
             status=Status.ACTIVE if revived else None,
             refreshed_at=now, add_verifications=1, verified_commit=revision,
             verified_ref=scope.verdict_ref,
@@ -473,25 +469,23 @@ def stale_rule_detail(memory: Memory) -> dict[str, str]:
     return {"stale_rule": memory.promoted_to} if memory.promoted_to else {}
 
 
-def _judged(memory: Memory) -> str:
-    """A verdict's compare-and-set (``Transition.expect_judged``): the commit the memory
-    was last judged at as this pass read it. Whether the verdict may stand (``behind``,
-    ``_to_place``) was decided against it; a verdict another pass recorded since makes
-    the store skip this one, so a late apply never overwrites a later verdict. (Its
-    ``expect_citations`` are the citations the pass checked: a memory re-cited off the
-    main line meanwhile is still never judged, and its new citations were not checked.)"""
-    return memory.verified_commit or NEVER_JUDGED
+def _as_read(memory: Memory) -> dict[str, Any]:
+    """A verdict's compare-and-set: the memory as this pass read it.
 
+    ``expect_judged``: the commit it was last judged at. Whether the verdict may stand
+    (``behind``, ``_to_place``) was decided against it; a verdict another pass recorded
+    since makes the store skip this one, so a late apply never overwrites a later one.
 
-def _cited(memory: Memory) -> tuple[Cited, ...] | None:
-    """A verdict's other compare-and-set (``Transition.expect_citations``), for a memory
-    never judged on the main line only: re-cited off the main line while the pass ran,
-    such a memory is still never judged, and only its citations tell. A memory judged
-    at a commit is judged elsewhere (or nowhere) once re-cited, so ``expect_judged``
-    tells already (but for a re-cite at that very commit, where the verdict on its old
-    citations is the one recorded there); the store then reads no citation rows, which
-    cost a pass over 100,000 unchanged citations a tenth of its time."""
-    return None if memory.verified_commit else Transition.cited(memory.citations)
+    ``expect_citations``: the citations the pass checked, for a memory never judged on
+    the main line only. Re-cited off the main line while the pass ran, such a memory is
+    still never judged, and only its citations tell. A memory judged at a commit is
+    judged elsewhere (or nowhere) once re-cited, so its commit tells already (but for a
+    re-cite at that very commit, where the verdict on its old citations is the one
+    recorded there); the store then reads no citation rows, which cost a pass over
+    100,000 unchanged citations a tenth of its time."""
+    return {"expect_judged": memory.verified_commit or NEVER_JUDGED,
+            "expect_citations": None if memory.verified_commit
+            else Transition.cited(memory.citations)}
 
 
 def _change(transition: Transition) -> str:
