@@ -246,20 +246,79 @@ def test_read_blobs_reads_many_in_one_exchange(
         assert len(spy.catfiles()) == 1
 
 
-def test_read_blobs_in_chunks_larger_than_one_exchange(
+def test_blobs_asked_ahead_wait_in_the_pipe_until_wanted(
     repo: GitRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``read_blobs`` asks git for the blobs and returns: each is read from the pipe when
+    it is wanted (the ones asked before it on the way), a query for something else
+    reads past them and keeps them, and no more than ``_BATCH`` wait at once, so git is
+    never left blocked on a full pipe (here replies larger than the pipe's buffer)."""
     from verified_memory.sources import local_git
 
     monkeypatch.setattr(local_git, "_BATCH", 4)
     for n in range(10):
-        repo.write(f"c/{n}.txt", f"{n}\n" * 5000)  # replies larger than a pipe's buffer
+        repo.write(f"c/{n}.txt", f"{n}\n" * 400_000)  # 800 kB each
     repo.commit("chunks")
     with LocalGitSource(repo.path) as source:
         tree = source.tree("HEAD")
-        source.read_blobs(tree[f"c/{n}.txt"] for n in range(10))
-        assert all(tree[f"c/{n}.txt"] in source._blobs for n in range(10))
-        assert source.read_blob(tree["c/7.txt"]) == b"7\n" * 5000
+        blobs = [tree[f"c/{n}.txt"] for n in range(10)]
+        source.read_blobs(blobs)
+        assert source._catfile._waiting == set(blobs[:4])  # the first four, no more
+        assert not any(b in source._blobs for b in blobs)  # nothing read yet
+        assert source.read_blob(blobs[2]) == b"2\n" * 400_000
+        assert [b in source._blobs for b in blobs[:4]] == [True, True, True, False]
+        source.read_blobs(blobs[3:9])  # four new (of five), the one waiting read first
+        assert source._catfile._waiting == set(blobs[4:8])
+        assert blobs[3] in source._blobs
+        assert source.resolve("HEAD") == repo.head  # reads past the rest, keeps them
+        assert not source._catfile._waiting
+        assert all(b in source._blobs for b in blobs[:8])
+        assert [source.read_blob(b) for b in reversed(blobs)] == [
+            f"{n}\n".encode() * 400_000 for n in reversed(range(10))]
+
+
+def test_a_reply_asked_ahead_that_is_no_blob_is_left_for_the_read(repo: GitRepo) -> None:
+    with LocalGitSource(repo.path) as source:
+        source.read_blobs(["0" * 40, repo.head, repo.blob("README.md")])
+        with pytest.raises(NotFound, match="is a commit"):
+            source.read_blob(repo.head)
+        with pytest.raises(NotFound, match="does not exist"):
+            source.read_blob("0" * 40)
+        assert source.read_blob(repo.blob("README.md")) == b"# demo\n"
+
+
+def test_paths_looked_up_together_read_each_level_in_one_exchange(
+        repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``prefetch_paths`` reads the tree objects on the way to many paths level by level:
+    as many exchanges with git as the deepest path has levels, not one per tree."""
+    from verified_memory.sources import local_git
+
+    for n in range(6):
+        repo.write(f"a{n}/b/c/f.py", f"x = {n}\n")
+    first = repo.commit("deep")
+    repo.write("a0/b/c/f.py", "x = 10\n")
+    second = repo.commit("edit")
+    exchanges: list[int] = []
+    write = local_git._CatFile._write
+
+    def counted(stdin: Any, names: Any) -> None:
+        exchanges.append(len(names))
+        write(stdin, names)
+
+    monkeypatch.setattr(local_git._CatFile, "_write", staticmethod(counted))
+    with LocalGitSource(repo.path) as source:
+        source.tree(first), source.tree(second)  # the commits resolved
+        exchanges.clear()
+        wanted = [(c, f"a{n}/b/c/f.py") for c in (first, second) for n in range(6)]
+        source.prefetch_paths([*wanted, (second, "nowhere/f.py"), ("HEAD", "a0/b/c/f.py")])
+        # the two roots, then a0..a5, their b and their c: a1..a5 are the same trees
+        # at both commits, a0 is not (one exchange a level, each tree asked once)
+        assert exchanges == [2, 7, 7, 7]
+        asked = len(exchanges)
+        for commit, path in wanted:
+            assert source.tree(commit).get(path) == repo.blob(path, commit)
+        assert source.tree(second).get("nowhere/f.py") is None
+        assert len(exchanges) == asked  # every lookup answered from what was read
 
 
 def test_read_blob_unknown_or_not_a_blob(repo: GitRepo, source: LocalGitSource) -> None:
@@ -464,6 +523,8 @@ def test_forked_processes_read_through_their_own_pipe(repo: GitRepo) -> None:
     global _inherited_source
     with LocalGitSource(repo.path) as source:
         source.resolve("HEAD")  # the parent's cat-file is running
+        # with replies asked ahead waiting in its pipe, which the workers never read
+        source.read_blobs([repo.blob("src/app.py"), repo.blob("README.md")])
         parent = source._catfile.proc
         assert parent is not None
         _inherited_source = source

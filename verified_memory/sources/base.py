@@ -31,6 +31,7 @@ __all__ = [
     "KnowsCommits",
     "ListsChanges",
     "MainLine",
+    "PrefetchesPaths",
     "PrefetchesRenames",
     "Rename",
     "Reopenable",
@@ -159,6 +160,15 @@ class BatchReader(Protocol):
 
     def read_blobs(self, blob_shas: Iterable[str]) -> None:
         """Warm the source's cache with these blobs; ``read_blob`` then answers."""
+
+
+@runtime_checkable
+class PrefetchesPaths(Protocol):
+    """A source that looks many paths up cheaper together (the tree objects on their
+    way read level by level, one exchange with ``git cat-file`` a level)."""
+
+    def prefetch_paths(self, wanted: Iterable[tuple[str, str]]) -> None:
+        """Warm the lookups of these (commit, path) pairs; ``tree(commit)`` then answers."""
 
 
 @runtime_checkable

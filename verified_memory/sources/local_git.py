@@ -24,7 +24,9 @@ import re
 import subprocess
 import threading
 import weakref
+from collections import deque
 from collections.abc import (
+    Callable,
     Collection,
     ItemsView,
     Iterable,
@@ -37,12 +39,17 @@ from collections.abc import (
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import IO
+from typing import IO, TypeVar
 
 from verified_memory.cache import BoundedCache
 from verified_memory.errors import NotFound, SourceUnavailable
 from verified_memory.sources.base import ClosingSource, MainLine, Rename
 from verified_memory.sources.permissions import unreadable_git_dir, unreadable_object
+
+try:
+    import fcntl
+except ImportError:  # not on POSIX: pipes keep their size
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["LocalGitSource", "MemoryBlobCache", "git_env", "raise_if_unreadable", "run_git"]
 
@@ -52,6 +59,8 @@ _REPO_LOCATING_VARS = frozenset({
     "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
     "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_PREFIX",
 })
+
+_T = TypeVar("_T")
 
 #: A full object id (sha1 or sha256 repositories). Only these are cache keys: a short
 #: sha or a ref name can come to mean something else, an object id cannot.
@@ -224,19 +233,43 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.stdout.close()
 
 
+#: The pipe git writes its replies into, asked to hold this much (Linux allows up to
+#: /proc/sys/fs/pipe-max-size, 1 MiB by default): blobs asked ahead wait there.
+_PIPE_BYTES = 1024 * 1024
+
+
+def _widen_pipe(pipe: IO[bytes] | None) -> None:
+    """Make the pipe hold ``_PIPE_BYTES`` where the system lets us (Linux); elsewhere
+    it holds what it holds, and git waits for the reader sooner."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if pipe is None or set_size is None:
+        return
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(pipe.fileno(), set_size, _PIPE_BYTES)
+
+
 class _CatFile:
     """The one ``git cat-file --batch`` process of a source, started on first use.
 
     Not locked itself: the owning source holds its lock around every ``query``. When
     the process dies or a reply is garbled, it is discarded (so the next query starts
     a fresh one) and ``SourceUnavailable`` is raised.
+
+    Objects can be asked for ahead of need (``ask_ahead``): git reads them while the
+    verifier works on what it has, and writes them into the pipe (made as large as the
+    system allows), where they wait until they are wanted (``take_ahead``) or the next
+    query reads past them; each reply read so is handed to ``on_ahead``.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path,
+                 on_ahead: Callable[[str, _Object | str], None] | None = None) -> None:
         self.path = path
         self.proc: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize[[subprocess.Popen[bytes]], _CatFile] | None = None
         self._pid = 0  # the process that started ``proc``
+        self.on_ahead = on_ahead
+        self._ahead: deque[str] = deque()  # asked ahead, replies not read yet, in order
+        self._waiting: set[str] = set()  # the same names, to look up
 
     def _start(self) -> subprocess.Popen[bytes]:
         try:
@@ -254,23 +287,92 @@ class _CatFile:
         # Stop the process even if the owner is garbage-collected without close().
         self._finalizer = weakref.finalize(self, _stop, proc)
         self.proc, self._pid = proc, os.getpid()
+        _widen_pipe(proc.stdout)
         return proc
 
     def _own(self) -> subprocess.Popen[bytes]:
         """This process's cat-file: a forked worker (``verify/bulk.py``) that reads through
         a source it inherited starts its own, and leaves its parent's pipe to the parent
         (two processes on one pipe would read each other's replies)."""
+        self._leave_parents()
+        return self.proc or self._start()
+
+    def _leave_parents(self) -> None:
+        """In a forked process, forget the parent's cat-file and what it was asked."""
         if self.proc is not None and self._pid != os.getpid():
             if self._finalizer is not None:
                 self._finalizer.detach()  # the parent's process: not ours to stop
             self.proc = self._finalizer = None
-        return self.proc or self._start()
+            self._forget_ahead()  # the parent's replies: never read here
+
+    def waiting(self, name: str) -> bool:
+        """Whether ``name`` was asked for ahead and its reply is not read yet."""
+        self._leave_parents()
+        return name in self._waiting
 
     def close(self) -> None:
         if self._finalizer is not None:
             self._finalizer()  # runs at most once
         self._finalizer = None
         self.proc = None
+        self._forget_ahead()
+
+    def _forget_ahead(self) -> None:
+        self._ahead.clear()
+        self._waiting.clear()
+
+    def ask_ahead(self, names: Sequence[str]) -> None:
+        """Ask for these objects now and read the replies later (``take_ahead``, or
+        the next query). At most ``_BATCH`` names wait at once, so writing a request
+        never waits for git (the oldest are read first when more are asked)."""
+        self._leave_parents()
+        names = [n for n in dict.fromkeys(names) if n not in self._waiting][:_BATCH]
+        if not names:
+            return
+        if len(self._ahead) + len(names) > _BATCH:
+            self.take_ahead(self._ahead[len(self._ahead) + len(names) - _BATCH - 1])
+        self._exchange(lambda stdin: self._write(stdin, names))
+        self._ahead.extend(names)
+        self._waiting.update(names)
+
+    def take_ahead(self, until: str | None = None) -> None:
+        """Read the replies asked ahead, in order, up to ``until`` (all: None), each
+        handed to ``on_ahead``."""
+        self._leave_parents()
+        while self._ahead:
+            name = self._ahead[0]
+            reply = self._exchange(lambda _: self._read_reply())
+            self._ahead.popleft()
+            self._waiting.discard(name)
+            if self.on_ahead is not None:
+                self.on_ahead(name, reply)
+            if name == until:
+                return
+
+    def _read_reply(self) -> _Object | str:
+        assert self.proc is not None
+        stdout = self.proc.stdout
+        assert stdout is not None
+        return self._parse(stdout.readline(), stdout)
+
+    @staticmethod
+    def _write(stdin: IO[bytes], names: Sequence[str]) -> None:
+        stdin.write(b"".join(name.encode("utf-8", "surrogateescape") + b"\n"
+                             for name in names))
+        stdin.flush()
+
+    def _exchange(self, step: Callable[[IO[bytes]], _T]) -> _T:
+        """One step of talking to git; a dead process or a garbled reply discards it
+        (the next query starts a fresh one) and raises ``SourceUnavailable``."""
+        proc = self._own()
+        assert proc.stdin is not None
+        try:
+            return step(proc.stdin)
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise SourceUnavailable(
+                f"git cat-file in {self.path} stopped answering: {exc}"
+            ) from exc
 
     def query(self, name: str) -> _Object | str:
         """Ask for one object; an ``_Object``, or git's word for why not ('missing')."""
@@ -278,23 +380,16 @@ class _CatFile:
 
     def query_many(self, names: Sequence[str]) -> list[_Object | str]:
         """The reply to each name, in order, the requests written together (their bytes
-        must fit in the pipe's buffer: see ``_BATCH``). A dead process or a garbled
-        reply discards the process (the next query starts a fresh one) and raises
-        ``SourceUnavailable``."""
-        proc = self._own()
-        stdin, stdout = proc.stdin, proc.stdout
-        assert stdin is not None
-        assert stdout is not None
-        try:
-            stdin.write(b"".join(name.encode("utf-8", "surrogateescape") + b"\n"
-                                 for name in names))
-            stdin.flush()
-            return [self._parse(stdout.readline(), stdout) for _ in names]
-        except (OSError, ValueError) as exc:
-            self.close()
-            raise SourceUnavailable(
-                f"git cat-file in {self.path} stopped answering: {exc}"
-            ) from exc
+        must fit in the pipe's buffer: see ``_BATCH``); the replies asked ahead are
+        read first. A dead process or a garbled reply discards the process (the next
+        query starts a fresh one) and raises ``SourceUnavailable``."""
+        self.take_ahead()
+
+        def exchange(stdin: IO[bytes]) -> list[_Object | str]:
+            self._write(stdin, names)
+            return [self._read_reply() for _ in names]
+
+        return self._exchange(exchange)
 
     def _parse(self, header: bytes, stdout: IO[bytes]) -> _Object | str:
         if not header.endswith(b"\n"):
@@ -330,7 +425,7 @@ class LocalGitSource(ClosingSource):
         self.path = Path(path).absolute()
         check_repository(self.path)
         self._lock = threading.Lock()  # guards the cat-file pipe (and blob read-once)
-        self._catfile = _CatFile(self.path)
+        self._catfile = _CatFile(self.path, on_ahead=self._arrived)
         self._blobs = MemoryBlobCache(cache_bytes)
         self._trees: BoundedCache[str, Mapping[str, str]] = BoundedCache(_MAX_CACHED_TREES)
         self._views: BoundedCache[str, _Tree] = BoundedCache(_MAX_CACHED_TREES)  # per commit
@@ -406,6 +501,11 @@ class LocalGitSource(ClosingSource):
             cached = self._blobs.get(blob_sha)
             if cached is not None:
                 return cached
+            if self._catfile.waiting(blob_sha):  # asked for ahead (``read_blobs``)
+                self._catfile.take_ahead(until=blob_sha)
+                cached = self._blobs.get(blob_sha)
+                if cached is not None:
+                    return cached
             reply = self._catfile.query(blob_sha)
             if isinstance(reply, str):
                 raise self._absent(blob_sha)
@@ -430,22 +530,28 @@ class LocalGitSource(ClosingSource):
         return self.path / os.fsdecode(proc.stdout.rstrip(b"\r\n"))
 
     def read_blobs(self, blob_shas: Iterable[str]) -> None:
-        """Read these blobs into the cache in one exchange with ``git cat-file``: all the
-        requests written, then all the replies read, rather than a round trip each.
+        """Ask ``git cat-file`` for these blobs now, all the requests written together,
+        and return: git reads them while the caller works, and ``read_blob`` takes
+        each from the pipe when it is wanted (the ones before it on the way), rather
+        than a round trip each.
 
         A warm-up only: a blob git does not have, or that is not a blob, is skipped here
-        and left for ``read_blob`` to report. Requests go in chunks small enough for
-        the pipe to take whole, so git is never left blocked on a full pipe."""
+        and left for ``read_blob`` to report. At most ``_BATCH`` are asked ahead at
+        once (the first of them), so git is never left blocked on a full pipe."""
         asked = list(dict.fromkeys(blob_shas))  # before the lock: a tree lookup takes it
         with self._lock:
-            wanted = [sha for sha in asked
-                      if isinstance(sha, str) and FULL_SHA.fullmatch(sha)
-                      and sha not in self._blobs]
-            for start in range(0, len(wanted), _BATCH):
-                chunk = wanted[start:start + _BATCH]
-                for sha, reply in zip(chunk, self._catfile.query_many(chunk), strict=True):
-                    if not isinstance(reply, str) and reply.type == "blob":
-                        self._blobs.put(sha, reply.body)
+            self._catfile.ask_ahead([sha for sha in asked
+                                     if isinstance(sha, str) and FULL_SHA.fullmatch(sha)
+                                     and sha not in self._blobs])
+
+    def _arrived(self, name: str, reply: _Object | str) -> None:
+        """A reply asked ahead, read: kept when it is the blob or tree asked for."""
+        if isinstance(reply, str):
+            return
+        if reply.type == "blob" and reply.sha == name:
+            self._blobs.put(name, reply.body)
+        elif reply.type == "tree":
+            self._keep_tree(name, reply)
 
     def tree(self, revision: str) -> Mapping[str, str]:
         """Every regular file at ``revision``: path -> blob sha (read-only).
@@ -624,16 +730,51 @@ class LocalGitSource(ClosingSource):
         if cached is not None:
             return cached
         with self._lock:
-            reply = self._catfile.query(name)
-        if isinstance(reply, str) or reply.type != "tree":
+            if self._catfile.waiting(name):  # asked for ahead (``prefetch_paths``)
+                self._catfile.take_ahead(until=name)
+                cached = self._tree_objects.get(name)
+            reply = self._catfile.query(name) if cached is None else None
+        if cached is not None:
+            return cached
+        if isinstance(reply, str) or reply is None or reply.type != "tree":
             why = unreadable_object(self._objects(), name) if FULL_SHA.fullmatch(name) else None
             raise SourceUnavailable(f"git cannot read the tree {name} in {self.path}"
                                     + (f": {why}" if why else ""))
+        return self._keep_tree(name, reply)
+
+    def _keep_tree(self, name: str, reply: _Object) -> dict[bytes, tuple[bytes, str]]:
         # an object id is 20 bytes in a sha1 repository, 32 in a sha256 one
         entries = parse_tree_object(reply.body, len(reply.sha) // 2)
         if name != reply.sha:  # a commit's root (``<commit>^{tree}``): under both names
             self._tree_objects.put(reply.sha, entries)
         return self._tree_objects.put(name, entries)
+
+    def prefetch_paths(self, wanted: Iterable[tuple[str, str]]) -> None:
+        """Read the tree objects on the way to these (commit, path) pairs (full commit
+        shas) level by level, each level's asked for together, rather than a round
+        trip each: a bulk check looks up its cited files at a handful of commits, each
+        several folders deep. A warm-up only: what cannot be read is left for the
+        lookup to meet."""
+        walks = {(f"{commit}^{{tree}}", tuple(path.encode("utf-8", "surrogateescape")
+                                            .split(b"/")[:-1]))
+                 for commit, path in wanted
+                 if isinstance(commit, str) and FULL_SHA.fullmatch(commit)
+                 and isinstance(path, str)}
+        while walks:
+            with self._lock:
+                self._catfile.ask_ahead([name for name, _ in walks
+                                         if self._tree_objects.get(name) is None])
+            deeper: set[tuple[str, tuple[bytes, ...]]] = set()
+            for name, folders in walks:
+                if not folders:
+                    continue
+                try:
+                    mode, sha = self._tree_entries(name).get(folders[0], (b"", ""))
+                except SourceUnavailable:
+                    continue
+                if mode == b"40000":
+                    deeper.add((sha, folders[1:]))
+            walks = deeper
 
     def _ls_tree(self, commit: str) -> dict[str, str]:
         proc = run_git(self.path, "ls-tree", "-r", "-z", "--full-tree", commit)

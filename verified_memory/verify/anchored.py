@@ -282,23 +282,31 @@ class AnchorLocator(Locator, Origins):
         # most candidates neither hold the cited lines nor name the anchor: told apart
         # by two look-ups (the same tests as ``find_runs`` and ``_may_define`` below)
         first_line = next((h for h in citation.fingerprint.line_hashes if h != BLANK), None)
+        # that line squeezed: a file whose squeezed text lacks it cannot hold the line,
+        # which is told without splitting and hashing the file (most are passed over)
+        needle = self._first_line_squeezed(verifier, citation)
         name_word: str | None = None  # the anchor's last word, once derived
         for order, path in enumerate(paths):
-            if order % _PREFETCH == 0:  # the next few read together, not one by one
-                verifier.files.prefetch(tree[p] for p in paths[order:order + _PREFETCH])
+            if order % _PREFETCH == 0:  # asked for together, a few ahead of need
+                ahead = order + _PREFETCH if order else 0
+                verifier.files.prefetch(tree[p] for p in paths[ahead:order + 8 * _PREFETCH])
             moved = verifier.files.get(tree[path])
             if moved is None:
                 continue
             cited_file = path in successors  # the cited file, moved: its code is the code
-            if not cited_file and (first_line is None or not moved.positions(first_line)):
+            holds_line = first_line is not None and needle in moved.squeezed() \
+                and bool(moved.positions(first_line))
+            if not cited_file and not holds_line:
                 if name_word is None:
                     citation = self._anchored(verifier, citation)
                     anchor = citation.fingerprint.anchor
                     name_word = "" if anchor is None else naming.last_word(anchor.name) or "*"
                 if not name_word or (name_word != "*" and not moved.mentions(name_word)):
                     continue  # neither the lines nor the name: nothing to find here
+            # the cited lines start with the first of them: none without it
             places = [Location(path, p.line_start, p.line_end)
-                      for p in find_runs(moved, citation.fingerprint.line_hashes)]
+                      for p in find_runs(moved, citation.fingerprint.line_hashes)] \
+                if holds_line else []
             if places:
                 holders += not cited_file
                 if cited_file:
@@ -448,6 +456,21 @@ class AnchorLocator(Locator, Origins):
                 rank += 1  # found in an edited definition: keep looking
             return rank, named
         return None
+
+    def _first_line_squeezed(self, verifier: Verifier, citation: Citation) -> str:
+        """The citation's first non-blank line as ``normalize.squeeze`` gives it, read
+        from the old file: in the squeezed text of any file that holds the line (a line
+        hashes as its text without whitespace, and squeezing drops commas too). Empty,
+        which every text holds, when the old file cannot be read."""
+        old = self._old_file(verifier, citation.blob_sha)
+        hashes = citation.fingerprint.line_hashes
+        first = next((i for i, h in enumerate(hashes) if h != BLANK), None)
+        if old is None or first is None:
+            return ""
+        at = citation.line_start - 1 + first
+        if not 0 <= at < len(old.lines) or old.hashes[at] != hashes[first]:
+            return ""  # not the cited line (cannot happen): no shortcut
+        return squeeze(old.lines[at])
 
     def _worth_parsing(self, verifier: Verifier, citation: Citation,
                        file: FileText) -> bool:

@@ -17,6 +17,7 @@ GIL while it parses, so threads would not help.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
 import os
@@ -34,7 +35,13 @@ from verified_memory.errors import (
     VerifiedMemoryError,
 )
 from verified_memory.models import CitationCheck, Outcome, parse_citation
-from verified_memory.sources.base import BatchReader, CodeSource, PrefetchesRenames, Reopenable
+from verified_memory.sources.base import (
+    BatchReader,
+    CodeSource,
+    PrefetchesPaths,
+    PrefetchesRenames,
+    Reopenable,
+)
 from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
@@ -197,13 +204,17 @@ def _read_ahead(items: Iterable[Item], files: FileCache, resolve: Callable[[str]
     for group in _groups(items):
         wanted: list[str] = []
         moved: list[tuple[str, str]] = []  # (commit, revision) pairs whose files changed
+        cited: list[tuple[str, str]] = []  # (commit, path) of each citation
         for _, data in group:
             path, sha = (data.get("path"), data.get("sha")) if isinstance(data, Mapping) \
                 else (None, None)
-            if not isinstance(path, str) or not isinstance(sha, str):
-                continue
+            if isinstance(path, str) and isinstance(sha, str):
+                with contextlib.suppress(VerifiedMemoryError):
+                    cited.append((resolve(sha), path))
+        if isinstance(source, PrefetchesPaths):  # each cited file, then and now
+            source.prefetch_paths([*cited, *((revision, path) for _, path in cited)])
+        for commit, path in cited:
             try:
-                commit = resolve(sha)
                 old = source.tree(commit).get(path)
             except VerifiedMemoryError:
                 continue

@@ -31,12 +31,15 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 
 @dataclass(slots=True)
 class FileText:
-    """A text file at one blob: its lines and the hash of each normalised line."""
+    """A text file at one blob: its lines and the hash of each normalised line, both
+    made on first use. Most files a search reads are passed over on their text alone
+    (``squeezed``, ``mentions``): splitting and hashing every line of each would cost
+    more than reading it."""
 
     blob_sha: str
     text: str
-    lines: list[str]
-    hashes: tuple[int, ...]
+    _lines: list[str] | None = field(default=None, repr=False)
+    _hashes: tuple[int, ...] | None = field(default=None, repr=False)
     _last: dict[int, int] | None = field(default=None, repr=False)
     _first: dict[int, int] = field(default_factory=dict, repr=False)
     _repeated: dict[int, list[int]] = field(default_factory=dict, repr=False)
@@ -48,10 +51,21 @@ class FileText:
     @classmethod
     def from_bytes(cls, blob_sha: str, data: bytes) -> FileText | None:
         text = decode_text(data)
-        if text is None:
-            return None
-        lines = split_lines(text)
-        return cls(blob_sha, text, lines, line_hashes(lines))
+        return None if text is None else cls(blob_sha, text)
+
+    @property
+    def lines(self) -> list[str]:
+        """The lines as editors number them (``split_lines``)."""
+        if self._lines is None:
+            self._lines = split_lines(self.text)
+        return self._lines
+
+    @property
+    def hashes(self) -> tuple[int, ...]:
+        """``hash_line`` of each line."""
+        if self._hashes is None:
+            self._hashes = line_hashes(self.lines)
+        return self._hashes
 
     def positions(self, line_hash: int) -> Sequence[int]:
         """0-based indices of the lines with this hash, in order.
