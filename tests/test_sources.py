@@ -555,6 +555,50 @@ def test_a_commit_asked_about_many_paths_is_listed_instead(
         assert _git_processes(spy, "ls-tree") == 1  # the fourth path: one listing
 
 
+def test_paths_asked_ahead_do_not_count_toward_a_listing(
+        repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lookup whose tree objects were read ahead (``prefetch_paths``) asks git for
+    nothing, so it does not bring the commit's listing nearer."""
+    from verified_memory.sources import local_git
+
+    monkeypatch.setattr(local_git, "_WALKS_BEFORE_LISTING", 3)
+    for n in range(6):
+        repo.write(f"d{n}/e/f.py", f"x = {n}\n")
+    head = repo.commit("six folders")
+    spy = PopenSpy(monkeypatch)
+    with LocalGitSource(repo.path) as source:
+        paths = [f"d{n}/e/f.py" for n in range(6)]
+        source.prefetch_paths([(head, p) for p in paths])
+        tree = source.tree(head)
+        assert [tree.get(p) for p in paths] == [repo.blob(p) for p in paths]
+        assert _git_processes(spy, "ls-tree") == 0
+
+
+@symlinks
+def test_changed_paths_come_from_the_diff_in_the_order_git_lists_them(
+        repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The files a diff names as new or changed, regular files only, in the order
+    ``git ls-tree -r`` lists them (byte order: ``a-b.py`` < ``a.py`` < ``a/x.py`` <
+    ``a0.py``, non-ASCII last), their blobs known from the diff: neither commit listed,
+    no tree object read to look them up."""
+    old = repo.head
+    names = ["a.py", "a-b.py", "a/x.py", "a0.py", "\u00e9t\u00e9.py", "b/c/d.py", "Z.py"]
+    for name in names:
+        repo.write(name, f"{name!r}\n")
+    (repo.path / "link.py").symlink_to("a.py")
+    new = repo.commit("many names")
+    listed = repo.run("ls-tree", "-r", "-z", "--name-only", new).split("\0")
+    spy = PopenSpy(monkeypatch)
+    with LocalGitSource(repo.path) as source:
+        changed = source.changed_paths(old, new)
+        assert list(changed or ()) == [p for p in listed if p in names]
+        assert _git_processes(spy, "ls-tree") == 0
+        reads = source._tree_reads
+        tree = source.tree(new)
+        assert [tree[p] for p in names] == [repo.blob(p, new) for p in names]
+        assert source._tree_reads == reads
+
+
 def test_a_tree_object_git_cannot_read_is_no_missing_path(repo: GitRepo) -> None:
     """A directory whose tree object is gone (a broken or partial repository) cannot be
     read: ``SourceUnavailable``, as listing the commit fails, never "no such file"."""

@@ -73,7 +73,8 @@ _DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 _BATCH = 512
 _MAX_CACHED_TREES = 16  # a long-lived server sees HEAD move; keep the recent ones only
 _MAX_TREE_OBJECTS = 4096  # directories read to look a path up, a few hundred bytes each
-#: Paths of one commit looked up through its tree objects before it is listed whole.
+#: Paths of one commit whose lookup had to ask git for a tree object (none asked ahead)
+#: before it is listed whole.
 _WALKS_BEFORE_LISTING = 64
 #: What a tree entry's mode says a path is when it is no regular file (``100644``, ``100755``).
 _ENTRY_KINDS = {b"40000": "a directory", b"120000": "a symbolic link", b"160000": "a submodule"}
@@ -248,6 +249,20 @@ def _widen_pipe(pipe: IO[bytes] | None) -> None:
         fcntl.fcntl(pipe.fileno(), set_size, _PIPE_BYTES)
 
 
+#: Forks this process descends from (counted in each child): a cat-file started before
+#: a fork is the parent's. Asked at every read, so no ``os.getpid()`` (a system call).
+_forks = 0
+
+
+def _count_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_count_fork)
+
+
 class _CatFile:
     """The one ``git cat-file --batch`` process of a source, started on first use.
 
@@ -266,7 +281,7 @@ class _CatFile:
         self.path = path
         self.proc: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize[[subprocess.Popen[bytes]], _CatFile] | None = None
-        self._pid = 0  # the process that started ``proc``
+        self._forks = -1  # ``_forks`` when ``proc`` was started
         self.on_ahead = on_ahead
         self._ahead: deque[str] = deque()  # asked ahead, replies not read yet, in order
         self._waiting: set[str] = set()  # the same names, to look up
@@ -286,7 +301,7 @@ class _CatFile:
             raise SourceUnavailable(f"could not start git cat-file in {self.path}: {exc}") from exc
         # Stop the process even if the owner is garbage-collected without close().
         self._finalizer = weakref.finalize(self, _stop, proc)
-        self.proc, self._pid = proc, os.getpid()
+        self.proc, self._forks = proc, _forks
         _widen_pipe(proc.stdout)
         return proc
 
@@ -299,7 +314,7 @@ class _CatFile:
 
     def _leave_parents(self) -> None:
         """In a forked process, forget the parent's cat-file and what it was asked."""
-        if self.proc is not None and self._pid != os.getpid():
+        if self.proc is not None and self._forks != _forks:
             if self._finalizer is not None:
                 self._finalizer.detach()  # the parent's process: not ours to stop
             self.proc = self._finalizer = None
@@ -433,8 +448,9 @@ class LocalGitSource(ClosingSource):
         # tree objects read to look paths up (``_walk``): name -> (mode, sha)
         self._tree_objects: BoundedCache[str, dict[bytes, tuple[bytes, str]]] = BoundedCache(
             _MAX_TREE_OBJECTS)
+        self._tree_reads = 0  # tree objects read one by one (not asked ahead)
         # (old, new) -> renames and deletions, and the paths whose blob changed
-        self._renames: dict[tuple[str, str], tuple[tuple[Rename, ...], frozenset[str]]] = {}
+        self._renames: dict[tuple[str, str], tuple[tuple[Rename, ...], Mapping[str, str]]] = {}
         # diffs started by ``prefetch_renames``, collected by ``renames`` (or stopped
         # by ``close``, or when the source is garbage-collected)
         self._pending: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
@@ -601,14 +617,18 @@ class LocalGitSource(ClosingSource):
 
     def changed_paths(self, old_revision: str, new_revision: str) -> Sequence[str] | None:
         """Paths at ``new_revision`` whose blob differs from ``old_revision`` (added,
-        modified or renamed files), in the order the tree lists them: from the same
-        diff as ``renames``, so the old commit's tree is never listed for it."""
+        modified or renamed files), in the order the tree lists them (git's order is
+        that of their bytes): from the same diff as ``renames``, which names their
+        blobs too, so neither commit's tree is listed for it."""
         new = self._commit(new_revision)
         changed = self._tree_diff(old_revision, new)[1]
-        return [path for path in self._listing(new) if path in changed]
+        view = self.tree(new)
+        if isinstance(view, _Tree):
+            view.learn(changed)
+        return sorted(changed, key=lambda path: path.encode("utf-8", "surrogateescape"))
 
     def _tree_diff(self, old_revision: str, new_revision: str
-                   ) -> tuple[tuple[Rename, ...], frozenset[str]]:
+                   ) -> tuple[tuple[Rename, ...], Mapping[str, str]]:
         """(renames and deletions, the paths whose blob changed) from ``old`` to ``new``:
         one ``git diff-tree``, kept per pair."""
         key = (self._commit(old_revision), self._commit(new_revision))
@@ -628,7 +648,7 @@ class LocalGitSource(ClosingSource):
             )
         renames, changed = parse_raw_diff(proc.stdout)
         with self._cache_lock:
-            return self._renames.setdefault(key, (tuple(renames), frozenset(changed)))
+            return self._renames.setdefault(key, (tuple(renames), MappingProxyType(changed)))
 
     def prefetch_renames(self, pairs: Iterable[tuple[str, str]]) -> None:
         """Start ``git diff-tree`` for these (old, new) pairs of full commit shas in the
@@ -734,6 +754,7 @@ class LocalGitSource(ClosingSource):
                 self._catfile.take_ahead(until=name)
                 cached = self._tree_objects.get(name)
             reply = self._catfile.query(name) if cached is None else None
+            self._tree_reads += reply is not None
         if cached is not None:
             return cached
         if isinstance(reply, str) or reply is None or reply.type != "tree":
@@ -788,17 +809,24 @@ class LocalGitSource(ClosingSource):
 
 class _Tree(Mapping[str, str]):
     """A commit's regular files, path -> blob sha (``LocalGitSource.tree``): each path
-    looked up is found down the tree objects, until the commit is iterated, listed by
-    another question (``changed_paths``) or asked about more than
-    ``_WALKS_BEFORE_LISTING`` paths (one ``ls-tree`` then costs less than the walks to
-    come); from then on every lookup is a look in that listing."""
+    looked up is found in a diff that named it (``learn``) or down the tree objects,
+    until the commit is iterated, listed by another question or asked about more than
+    ``_WALKS_BEFORE_LISTING`` paths whose walk had to ask git (one ``ls-tree`` then
+    costs less than the walks to come); from then on every lookup is a look in that
+    listing."""
 
-    __slots__ = ("_commit", "_files", "_source", "_walked")
+    __slots__ = ("_asked", "_commit", "_files", "_learnt", "_source", "_walked")
 
     def __init__(self, source: LocalGitSource, commit: str) -> None:
         self._source, self._commit = source, commit
         self._files: Mapping[str, str] | None = source._trees.get(commit)
         self._walked: dict[str, str | None] = {}  # path -> blob, found without a listing
+        self._learnt: dict[str, str] = {}  # path -> blob, named by a diff to this commit
+        self._asked = 0  # walks that asked git for a tree object
+
+    def learn(self, files: Mapping[str, str]) -> None:
+        """Paths and blobs a diff to this commit named (its regular files)."""
+        self._learnt.update(files)
 
     def get(self, path: str, default: str | None = None) -> str | None:  # type: ignore[override]
         found = self._files.get(path) if self._files is not None else self._find(path)
@@ -811,12 +839,17 @@ class _Tree(Mapping[str, str]):
             return None
         if path in self._walked:
             return self._walked[path]
+        learnt = self._learnt.get(path)
+        if learnt is not None:
+            return learnt
         self._files = self._source._trees.get(self._commit)
-        if self._files is None and len(self._walked) >= _WALKS_BEFORE_LISTING:
+        if self._files is None and self._asked >= _WALKS_BEFORE_LISTING:
             self._files = self._source._listing(self._commit)
         if self._files is not None:
             return self._files.get(path)
+        asked = self._source._tree_reads
         found = self._walked[path] = self._source._walk(self._commit, path)
+        self._asked += self._source._tree_reads > asked
         return found
 
     def __getitem__(self, path: str) -> str:
@@ -906,32 +939,35 @@ def parse_ls_tree(output: bytes) -> dict[str, str]:
     return files
 
 
-def parse_raw_diff(output: bytes) -> tuple[list[Rename], list[str]]:
+def parse_raw_diff(output: bytes) -> tuple[list[Rename], dict[str, str]]:
     """``git diff-tree -r -z --raw -M`` (or ``git diff``) output -> (renames, with git's
-    similarity, and deletions, in git's order; the paths whose content is new there:
-    added, renamed, or whose blob changed or that were no regular file before).
+    similarity, and deletions, in git's order; the regular files whose content is new
+    there, with their blob: added, renamed, or whose blob changed or that were no
+    regular file before).
 
     Each record is ``:<mode> <mode> <sha> <sha> <status>`` then one path, or two for
     renames and copies (``R<score>`` / ``C<score>``). Copies leave the old path in place,
     so they are no rename."""
     tokens = output.split(b"\0")
     renames: list[Rename] = []
-    changed: list[str] = []
+    changed: dict[str, str] = {}
     i = 0
     while i < len(tokens) and tokens[i]:
-        old_mode, _, old_sha, new_sha, status = tokens[i][1:].decode("ascii").split(" ")
+        old_mode, new_mode, old_sha, new_sha, status = tokens[i][1:].decode("ascii").split(" ")
+        regular = new_mode.startswith("100")  # not a link or a submodule now
         if status[:1] in ("R", "C"):
             old, new = decode_path(tokens[i + 1]), decode_path(tokens[i + 2])
             i += 3
             if status[0] == "R":
                 score = int(status[1:]) if status[1:].isdigit() else 100
                 renames.append(Rename(old, new, score))
-            changed.append(new)
+            if regular:
+                changed[new] = new_sha
             continue
         path = decode_path(tokens[i + 1])
         i += 2
         if status == "D":
             renames.append(Rename(path, None))
-        elif old_sha != new_sha or not old_mode.startswith("100"):
-            changed.append(path)  # not a change of mode alone
+        elif regular and (old_sha != new_sha or not old_mode.startswith("100")):
+            changed[path] = new_sha  # not a change of mode alone
     return renames, changed
