@@ -1867,6 +1867,37 @@ def test_files_that_only_mention_the_name_are_not_parsed(
     assert sorted(set(parsed)) == ["pkg/engine.py", "pkg/z_money.py"]
 
 
+def test_files_that_cannot_hold_the_lines_are_not_split_into_lines(
+        history: History) -> None:
+    """``Cart`` is deleted. Of the changed modules searched, one holds the first line of
+    ``Cart.checkout`` (another class's ``checkout``) and none of the rest, one holds
+    nothing of it: their text (squeezed) tells that neither can hold the cited lines,
+    nor half of the method's, so they are never split into lines and hashed; the
+    method and a window inside it are ``missing``."""
+    history.start({"pkg/cart.py": "import math\n\n\n" + CART,
+                   "pkg/a_order.py": "class Order:\n    pass\n",
+                   "pkg/b_other.py": "NAME = 'other'\n"})
+    method = history.cite("pkg/cart.py", 8, 11)
+    window = history.cite("pkg/cart.py", 9, 10)
+    history.repo.write("pkg/cart.py", "import math\n")
+    history.repo.write("pkg/a_order.py", "class Order:\n    def checkout(self, tax):\n"
+                       "        return 0\n")
+    history.repo.write("pkg/b_other.py", "NAME = 'another'\n")
+    history.repo.commit("drop Cart")
+
+    with LocalGitSource(history.repo.path) as source:
+        verifier = Verifier(source, locator=AnchorLocator(DefinitionIndex()))
+        head = source.resolve("HEAD")
+        results = verifier.check([method, window], head)
+        tree = source.tree(head)
+        searched = [verifier.files.get(tree[p]) for p in ("pkg/a_order.py", "pkg/b_other.py")]
+    assert [r.citation.fingerprint.anchor.name for r in results
+            if r.citation.fingerprint.anchor] == ["Cart.checkout", "Cart.checkout"]
+    missing(results[0])
+    missing(results[1])
+    assert all(f is not None and f._lines is None and f._hashes is None for f in searched)
+
+
 def test_files_that_cannot_hold_an_edited_copy_are_not_parsed(
         history: History, monkeypatch: pytest.MonkeyPatch) -> None:
     """``compute_total`` is deleted, and an edited copy of it (one line of four

@@ -136,6 +136,9 @@ class AnchorLocator(Locator, Origins):
         Origins.__init__(self)
         self._anchors: BoundedCache[tuple[str, str, int, int], Anchor | None] = BoundedCache(
             _ANCHORS_CACHE)
+        # (blob, first, last) -> that range's lines squeezed, by hash (``_squeezed_lines``)
+        self._squeezed: BoundedCache[tuple[str, int, int], dict[int, str]] = BoundedCache(
+            _ANCHORS_CACHE)
 
     # ------------------------------------------------------------------ step 2
 
@@ -282,9 +285,9 @@ class AnchorLocator(Locator, Origins):
         # most candidates neither hold the cited lines nor name the anchor: told apart
         # by two look-ups (the same tests as ``find_runs`` and ``_may_define`` below)
         first_line = next((h for h in citation.fingerprint.line_hashes if h != BLANK), None)
-        # that line squeezed: a file whose squeezed text lacks it cannot hold the line,
-        # which is told without splitting and hashing the file (most are passed over)
-        needle = self._first_line_squeezed(verifier, citation)
+        # and the longest cited line squeezed: a file whose squeezed text lacks it holds
+        # no copy, told without splitting and hashing it (most files are passed over)
+        needle = self._needle(verifier, citation)
         name_word: str | None = None  # the anchor's last word, once derived
         for order, path in enumerate(paths):
             if order % _PREFETCH == 0:  # asked for together, a few ahead of need
@@ -457,20 +460,35 @@ class AnchorLocator(Locator, Origins):
             return rank, named
         return None
 
-    def _first_line_squeezed(self, verifier: Verifier, citation: Citation) -> str:
-        """The citation's first non-blank line as ``normalize.squeeze`` gives it, read
-        from the old file: in the squeezed text of any file that holds the line (a line
-        hashes as its text without whitespace, and squeezing drops commas too). Empty,
-        which every text holds, when the old file cannot be read."""
+    def _squeezed_lines(self, verifier: Verifier, citation: Citation, first: int,
+                        last: int) -> dict[int, str]:
+        """Lines ``first..last`` (1-based) of the citation's old file, by hash, as
+        ``normalize.squeeze`` gives them: a file holds a line (the same hash: its text
+        without whitespace) only if its squeezed text holds the squeezed line (commas
+        dropped too), which is told without splitting and hashing that file. Empty
+        when the old file cannot be read."""
         old = self._old_file(verifier, citation.blob_sha)
-        hashes = citation.fingerprint.line_hashes
-        first = next((i for i, h in enumerate(hashes) if h != BLANK), None)
-        if old is None or first is None:
-            return ""
-        at = citation.line_start - 1 + first
-        if not 0 <= at < len(old.lines) or old.hashes[at] != hashes[first]:
-            return ""  # not the cited line (cannot happen): no shortcut
-        return squeeze(old.lines[at])
+        if old is None:
+            return {}
+
+        def squeezed() -> dict[int, str]:
+            assert old is not None
+            return {h: squeeze(line)
+                    for h, line in zip(old.hashes[max(first, 1) - 1:last],
+                                       old.lines[max(first, 1) - 1:last], strict=True)
+                    if h != BLANK}
+
+        return self._squeezed.get_or_compute((old.blob_sha, first, last), squeezed)
+
+    def _needle(self, verifier: Verifier, citation: Citation) -> str:
+        """The longest of the cited lines squeezed (``_squeezed_lines``): a file whose
+        squeezed text lacks it holds no copy of the cited lines. Empty, which every
+        text holds, when the old file cannot be read."""
+        lines = self._squeezed_lines(verifier, citation, citation.line_start,
+                                     citation.line_end)
+        wanted = {h for h in citation.fingerprint.line_hashes if h != BLANK}
+        return max((lines[h] for h in wanted if h in lines), key=len, default="") \
+            if wanted <= lines.keys() else ""  # else not the cited lines: no shortcut
 
     def _worth_parsing(self, verifier: Verifier, citation: Citation,
                        file: FileText) -> bool:
@@ -489,7 +507,18 @@ class AnchorLocator(Locator, Origins):
         old = self._old_definition(verifier, citation)
         wanted = {h for h in (old.line_hashes if old is not None
                               else citation.fingerprint.line_hashes) if h != BLANK}
-        return 2 * sum(1 for h in wanted if file.positions(h)) >= len(wanted) > 0
+        if not wanted:
+            return False
+        # counted on the squeezed text first (it holds every line the file holds):
+        # most files fall short there, and are never split and hashed
+        lines = self._squeezed_lines(verifier, citation, *(
+            (old.start_line, old.end_line) if old is not None
+            else (citation.line_start, citation.line_end)))
+        if wanted <= lines.keys():
+            text = file.squeezed()
+            if 2 * sum(1 for h in wanted if lines[h] in text) < len(wanted):
+                return False
+        return 2 * sum(1 for h in wanted if file.positions(h)) >= len(wanted)
 
     def _may_hold_edited(self, verifier: Verifier, citation: Citation,
                          file: FileText) -> bool:
