@@ -227,11 +227,13 @@ def definition_patterns(rules: Rules, language: Language) -> list[str]:
 
     patterns = [f"({kind}) @def" for kind in rules.kinds if known(kind)]
     for holder, field, values in rules.holders:
-        if not known(holder) or not language.field_id_for_name(field):
+        kinds = [value for value in values if known(value)]
+        if not known(holder) or not language.field_id_for_name(field) or not kinds:
             continue
-        patterns.extend(
-            f"({holder} {field}: ({value})) @def" for value in values if known(value)
-        )
+        # one pattern with the values as alternatives: tree-sitter analyses a pattern
+        # with a field at a cost per pattern (a new process compiles TypeScript's
+        # query in 7 ms so, 16 ms with a pattern per value)
+        patterns.append(f"({holder} {field}: [{' '.join(f'({kind})' for kind in kinds)}]) @def")
     return patterns
 
 
