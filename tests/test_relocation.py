@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from tests.gitrepo import GitRepo
+from verified_memory.anchors.hashing import line_hashes
 from verified_memory.anchors.treesitter import Definition, DefinitionIndex
 from verified_memory.models import (
     Citation,
@@ -1896,6 +1897,32 @@ def test_files_that_cannot_hold_the_lines_are_not_split_into_lines(
     missing(results[0])
     missing(results[1])
     assert all(f is not None and f._lines is None and f._hashes is None for f in searched)
+
+
+def test_a_bulk_citation_of_a_file_that_did_not_change_hashes_only_its_lines(
+        history: History) -> None:
+    """The bulk check fingerprints each citation without an anchor: of a file not
+    hashed yet, only the cited lines are hashed, and a file that did not change since
+    is answered (step 1) without ever being hashed whole."""
+    history.start({"pkg/cart.py": "import math\n\n\n" + CART})
+    history.repo.write("README.md", "# other\n")
+    history.repo.commit("another file")
+    with LocalGitSource(history.repo.path) as source:
+        files = FileCache(source)
+        citation = fingerprint_citation(source, files, history.first,
+                                        CitationRef("pkg/cart.py", 8, 11, history.first),
+                                        with_anchor=False)
+        verifier = Verifier(source, locator=AnchorLocator(DefinitionIndex(),
+                                                          derive_anchors=True))
+        verifier.files = files
+        (check,) = verifier.check([citation], source.resolve("HEAD"))
+        cited = files.get(source.tree(history.first)["pkg/cart.py"])
+    assert check.outcome is Outcome.VALID
+    assert citation.fingerprint.line_hashes == line_hashes(
+        ["    def checkout(self, tax):", "        due = self.subtotal() * (1 + tax)",
+         "        self.paid = due", "        return due"])
+    assert cited is not None
+    assert cited._hashes is None
 
 
 def test_files_that_cannot_hold_an_edited_copy_are_not_parsed(

@@ -47,8 +47,10 @@ def fingerprint_citation(source: CodeSource, files: FileCache, ref: str, cite: C
             f"{cite.path}, which has {len(file.lines)} lines at {at}")
     anchor = treesitter.anchor_for(cite.path, file.text, cite.line_start, cite.line_end,
                                    key=blob, hashes=file.hashes) if with_anchor else None
+    # the cited lines' hashes: the file's own if made, else only theirs (a file that did
+    # not change since is never hashed whole)
     fingerprint = fingerprint_lines(file.lines, cite.line_start, cite.line_end, anchor=anchor,
-                                    hashes=file.hashes)
+                                    hashes=file.hashes_made())
     if not has_code(fingerprint):
         raise ValidationError(f"{where}: {cite.location} holds only blank lines")
     return Citation(cite.path, cite.line_start, cite.line_end,

@@ -67,6 +67,11 @@ class FileText:
             self._hashes = line_hashes(self.lines)
         return self._hashes
 
+    def hashes_made(self) -> tuple[int, ...] | None:
+        """``hashes`` if they were made already, else None (for a caller that needs a
+        few lines' hashes: hashing them is cheaper than hashing the file)."""
+        return self._hashes
+
     def positions(self, line_hash: int) -> Sequence[int]:
         """0-based indices of the lines with this hash, in order.
 
