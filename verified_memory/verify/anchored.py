@@ -113,8 +113,10 @@ _FOREIGN_HASH = hash_line(_FOREIGN)
 #: The rank of a copy of the cited lines in another definition of another file, taken
 #: only when the cited definition is gone and nothing better is found (``_stray``).
 STRAY = 4
-#: Candidate files read ahead together (most searches end at one of the first few).
+#: Candidate files asked for together (most searches end at one of the first few), and
+#: how many are asked for ahead of the one being searched (git reads them meanwhile).
 _PREFETCH = 16
+_AHEAD = 8 * _PREFETCH
 #: Derived anchors kept per locator (``derive_anchors``): a few hundred bytes each.
 _ANCHORS_CACHE = 4096
 
@@ -290,9 +292,9 @@ class AnchorLocator(Locator, Origins):
         needle = self._needle(verifier, citation)
         name_word: str | None = None  # the anchor's last word, once derived
         for order, path in enumerate(paths):
-            if order % _PREFETCH == 0:  # asked for together, a few ahead of need
-                ahead = order + _PREFETCH if order else 0
-                verifier.files.prefetch(tree[p] for p in paths[ahead:order + 8 * _PREFETCH])
+            if order % _PREFETCH == 0:  # each asked for once, together, ahead of need
+                first = order + _AHEAD - _PREFETCH if order else 0
+                verifier.files.prefetch(tree[p] for p in paths[first:order + _AHEAD])
             moved = verifier.files.get(tree[path])
             if moved is None:
                 continue

@@ -189,7 +189,7 @@ def _read_ahead(items: Iterable[Item], files: FileCache, resolve: Callable[[str]
                 source: CodeSource, revision: str,
                 tree: Mapping[str, str]) -> Iterator[Item]:
     """The items, unchanged, in groups; before each group is checked, the files it will
-    read (both sides of each cited file that changed) are fetched together, when the
+    read (each cited file, and the new side of one that changed) are asked for together, when the
     source can (``BatchReader``), and the search for renames since each commit whose
     cited files changed or left is started (``PrefetchesRenames``: step 4 of the ladder
     asks for it, and git finds them on another core meanwhile). Best effort: whatever
@@ -218,12 +218,15 @@ def _read_ahead(items: Iterable[Item], files: FileCache, resolve: Callable[[str]
                 old = source.tree(commit).get(path)
             except VerifiedMemoryError:
                 continue
-            if old is None or old == tree.get(path):
+            if old is None:
+                continue
+            wanted.append(old)  # read to fingerprint the citation, changed or not
+            if old == tree.get(path):
                 continue
             if commit != revision:
                 moved.append((commit, revision))
             if path in tree:
-                wanted += (old, tree[path])
+                wanted.append(tree[path])
         if moved and isinstance(source, PrefetchesRenames):
             source.prefetch_renames(moved)
         if wanted:
