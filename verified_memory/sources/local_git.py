@@ -829,7 +829,12 @@ class _Tree(Mapping[str, str]):
         self._learnt.update(files)
 
     def get(self, path: str, default: str | None = None) -> str | None:  # type: ignore[override]
-        found = self._files.get(path) if self._files is not None else self._find(path)
+        if self._files is not None:
+            found = self._files.get(path)
+        else:  # a search asks for thousands of the paths a diff named: those first
+            found = self._learnt.get(path) if isinstance(path, str) else None
+            if found is None:
+                found = self._find(path)
         return default if found is None else found
 
     def _find(self, path: object) -> str | None:
@@ -839,9 +844,6 @@ class _Tree(Mapping[str, str]):
             return None
         if path in self._walked:
             return self._walked[path]
-        learnt = self._learnt.get(path)
-        if learnt is not None:
-            return learnt
         self._files = self._source._trees.get(self._commit)
         if self._files is None and self._asked >= _WALKS_BEFORE_LISTING:
             self._files = self._source._listing(self._commit)

@@ -108,12 +108,18 @@ class ChangedFiles:
     then costs a few look-ups and the part of the list it searches, not a pass over it."""
 
     def __init__(self, changed: Collection[str]) -> None:
+        self._paths = sorted(changed)
         self._by_kind: dict[str, list[str]] = {}
-        self._by_stem: dict[str, list[str]] = {}
+        # by file name and by folder name: made when a cited file is gone (``naming``)
+        self._by_stem: dict[str, list[str]] | None = None
         self._by_folder: dict[str, list[str]] = {}
         self._built = {path for path in changed if _built(path)}
-        for path in sorted(changed):
+        for path in self._paths:
             self._by_kind.setdefault(_kind(path), []).append(path)
+
+    def _index_names(self) -> None:
+        self._by_stem = {}
+        for path in self._paths:
             folders, stem = _module(path)
             self._by_stem.setdefault(stem, []).append(path)
             for folder in set(folders):
@@ -121,6 +127,9 @@ class ChangedFiles:
 
     def naming(self, cited: str) -> dict[str, int]:
         """Files of the cited file's kind that name its module (``_names_module``)."""
+        if self._by_stem is None:
+            self._index_names()
+        assert self._by_stem is not None
         _, stem = _module(cited)
         skip = self._built if not _built(cited) else frozenset()
         found = {p: how for p in [*self._by_stem.get(stem, ()), *self._by_folder.get(stem, ())]
