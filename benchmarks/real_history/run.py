@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -140,6 +141,10 @@ def run_ours(repo: Path, items: list[tuple[str, dict[str, Any]]], ref: str
     would run: a new source, no grammar loaded, nothing parsed or read yet."""
     treesitter.default_index().clear()
     treesitter.unload_grammars()
+    # the harness's own objects (every case, every oracle answer) are left out of the
+    # collector's passes, as a new process would have none of them
+    gc.collect()
+    gc.freeze()
     started = time.perf_counter()
     with LocalGitSource(repo) as source:
         try:
