@@ -66,7 +66,7 @@ from dataclasses import replace
 import xxhash
 
 from verified_memory.anchors import treesitter
-from verified_memory.anchors.hashing import BLANK, hash_line
+from verified_memory.anchors.hashing import BLANK, hash_line, line_hashes
 from verified_memory.anchors.normalize import squeeze
 from verified_memory.anchors.similarity import similarity, similarity_of_hashes
 from verified_memory.cache import BoundedCache
@@ -475,9 +475,10 @@ class AnchorLocator(Locator, Origins):
 
         def squeezed() -> dict[int, str]:
             assert old is not None
-            return {h: squeeze(line)
-                    for h, line in zip(old.hashes[max(first, 1) - 1:last],
-                                       old.lines[max(first, 1) - 1:last], strict=True)
+            lines = old.lines[max(first, 1) - 1:last]
+            made = old.hashes_made()  # else only these lines are hashed
+            hashes = made[max(first, 1) - 1:last] if made is not None else line_hashes(lines)
+            return {h: squeeze(line) for h, line in zip(hashes, lines, strict=True)
                     if h != BLANK}
 
         return self._squeezed.get_or_compute((old.blob_sha, first, last), squeezed)
