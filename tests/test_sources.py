@@ -380,6 +380,44 @@ def test_a_killed_catfile_process_is_source_unavailable(
     assert len(spy.catfiles()) == 2
 
 
+def test_a_catfile_that_dies_with_replies_asked_ahead_is_source_unavailable(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blobs asked for ahead, then the process killed before their replies are read
+    whole: the read says the source is unavailable (no hang, no half a blob), forgets
+    what was asked, and the next read starts a fresh process."""
+    for name in ("a", "b", "c"):
+        repo.write(f"big/{name}.txt", f"{name}\n" * 1_500_000)  # 3 MB, more than the pipe
+    repo.commit("big files")
+    spy = PopenSpy(monkeypatch)
+    with LocalGitSource(repo.path) as source:
+        blobs = [repo.blob(f"big/{name}.txt") for name in ("a", "b", "c")]
+        source.read_blobs(blobs)
+        proc = spy.catfiles()[0]
+        proc.kill()
+        proc.wait()
+        with pytest.raises(SourceUnavailable, match="cat-file"):
+            source.read_blob(blobs[1])
+        assert not source._catfile._waiting
+        assert source.read_blob(blobs[2]) == b"c\n" * 1_500_000
+        assert len(spy.catfiles()) == 2
+
+
+def test_paths_looked_up_ahead_in_a_broken_repository_fail_at_the_lookup(
+        repo: GitRepo) -> None:
+    """``prefetch_paths`` is a warm-up: a tree object git cannot read is left for the
+    lookup, which says the source is unavailable (never that the path is not there)."""
+    head = repo.head
+    tree_sha = repo.run("rev-parse", "HEAD:src")
+    (repo.path / ".git" / "objects" / tree_sha[:2] / tree_sha[2:]).unlink()
+    with LocalGitSource(repo.path) as source:
+        source.prefetch_paths([(head, "src/app.py"), (head, "README.md")])
+        tree = source.tree(head)
+        assert tree.get("README.md") == repo.blob("README.md")
+        with pytest.raises(SourceUnavailable, match="cannot read the tree"):
+            tree.get("src/app.py")
+
+
 def test_close_is_idempotent_and_reopens_lazily(repo: GitRepo) -> None:
     source = LocalGitSource(repo.path)
     source.close()
