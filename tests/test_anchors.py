@@ -943,25 +943,72 @@ def test_the_definitions_around_a_place_answer_as_the_whole_list(path: str, text
         assert innermost(whole, 4, 4) == one(whole, "Config::name")
 
 
-def test_an_anchor_lists_only_the_definitions_around_it_and_parses_once() -> None:
-    """``anchor_for`` on a file not listed yet looks only around the place (a fraction
-    of a large file's definitions), and listing the whole file afterwards reuses the
-    tree: one parse in all."""
+def test_an_anchor_parses_the_file_s_head_and_lists_only_the_definitions_around_it(
+        ) -> None:
+    """``anchor_for`` on a file not listed yet parses only the file's head, up to the
+    first statement at the margin after the place, and looks only around the place (a
+    fraction of a large file's definitions); a place further down parses a longer head
+    (kept in its stead), one near the end the whole file, whose tree then serves the
+    whole list: the same definitions every way."""
     text = _big_python_file()
+    lines = split_lines(text)
     index = DefinitionIndex()
-    line = text.splitlines().index("    async def handle(self, request):", 500) + 2
+    line = lines.index("    async def handle(self, request):", 200) + 2
     anchor = index.anchor_for("big.py", text, line, line, key="big")
     assert anchor is not None
     assert anchor.offset == 1
     assert index.parses == 1
     assert len(index) == 0
+    (_, cut), = index._heads._data.values()
+    assert line < cut < len(lines) / 3  # the head: the class the place is in, and before
+    assert lines[cut].startswith("class Handler")
     around = index.definitions_around("big.py", text, line, line, "big")
+    assert index.parses == 1  # answered from the head kept
+    later = lines.index("    async def handle(self, request):", cut) + 2
+    assert index.anchor_for("big.py", text, later, later, key="big") is not None
+    assert index.parses == 2  # a longer head
+    last = len(lines) - 2
+    index.anchor_for("big.py", text, last, last, key="big")
+    assert index.parses == 3  # past three quarters of the file: the whole of it
     whole = index.definitions("big.py", text, key="big")
-    assert index.parses == 1
-    assert len(index) == 1
+    assert index.parses == 3  # the whole file's tree serves the list
     assert len(around) < len(whole) / 20
-    assert innermost(whole, line, line) is not None
-    assert anchor == index.anchor_for("big.py", text, line, line, key="big")
+    assert innermost(around, line, line) == innermost(whole, line, line) is not None
+    assert anchor == DefinitionIndex().anchor_for("big.py", "\n".join(lines) + "\n", line,
+                                                  line, key="other")
+
+
+@pytest.mark.parametrize(("language", "text", "after"), [
+    ("python", "def f():\n    x = 1\n# a comment at the margin\n    y = 2\nz = 3\n", 4),
+    ("python", "if x:\n    def f():\n        pass\nelse:\n    g = 1\nh = 2\n", 5),
+    ("python", "x = [1,\n2]\ny = 3\n", 2),
+    ("python", "y = 3 + \\\nfour\nz = 1\n", 2),
+    ("python", "def f():\n    s = \"\"\"\ntext at the margin\n\"\"\"\nz = 1\n", 2),
+    ("typescript", "const x = {\n  a: 1,\n}\nas const;\nexport function f() {}\n", 4),
+    ("rust", "fn f() {}\n#[test]\nfn g() {}\n", 1),
+    ("go", "func f() {\n}\n\n// a comment\nfunc g() {}\n", 4),
+])
+def test_a_head_ends_before_a_statement_that_starts_at_the_margin(
+        language: str, text: str, after: int) -> None:
+    """Where a head may end (``_top_level_after``, from line 1): at a line that starts a
+    statement in its first column: not a comment, a closing bracket, a line a backslash
+    continues or a word that continues the statement before (``else``, ``as``). Text
+    inside a string may start at the margin: the head then ends inside the string, has
+    an error and is not used (the whole file is parsed)."""
+    assert treesitter._top_level_after(split_lines(text), 1, language) == after
+
+
+def test_a_head_that_does_not_parse_cleanly_gives_way_to_the_whole_file() -> None:
+    """A head that ends inside a string (text at the margin) parses with an error: the
+    definitions come from the whole file, the same as listing it."""
+    text = ('def f():\n    s = """\nmargin text\n"""\n    return s\n\n\n'
+            'def g():\n    return 1\n')
+    index = DefinitionIndex()
+    around = index.definitions_around("m.py", text, 2, 2, "m")
+    assert not index._heads._data  # the head was not kept
+    assert innermost(around, 2, 2) == one(DefinitionIndex().definitions("m.py", text, "m"),
+                                          "f")
+    assert innermost(around, 2, 2).end_line == 5  # type: ignore[union-attr]
 
 
 def _big_python_file() -> str:

@@ -377,6 +377,9 @@ class DefinitionIndex:
         self._cache: BoundedCache[tuple[str, str], tuple[Definition, ...]] = BoundedCache(
             maxsize)
         self._trees: BoundedCache[tuple[str, str], Tree | None] = BoundedCache(self.TREES)
+        # trees of a file's head (``_head``) and where each head ends
+        self._heads: BoundedCache[tuple[str, str], tuple[Tree, int]] = BoundedCache(
+            self.TREES)
         self._around: BoundedCache[tuple[str, str, int, int], tuple[Definition, ...]] = \
             BoundedCache(maxsize)
         self._lock = threading.Lock()  # guards ``parses``
@@ -428,12 +431,23 @@ class DefinitionIndex:
 
         def build() -> tuple[Definition, ...]:
             split = split_lines(text) if lines is None else lines
-            tree = self._tree(grammar, cache_key, split, path)
-            if tree is None or not 1 <= first <= last <= len(split):
+            if not 1 <= first <= last <= len(split):
+                return ()
+            head = self._head(grammar, cache_key, split, last, path)
+            if head is not None:  # the lines up to the next top-level statement
+                tree, cut = head
+                found = self._built(path, lambda: _build(
+                    grammar, tree, split[:cut], None if hashes is None else hashes[:cut],
+                    hasher() if hasher is not None else None,
+                    within=_around(tree, split[:cut], first, last)))
+                if innermost(found, first, last) is not None:
+                    return found
+            whole = self._tree(grammar, cache_key, split, path)
+            if whole is None:
                 return ()
             return self._built(path, lambda: _build(
-                grammar, tree, split, hashes, hasher() if hasher is not None else None,
-                within=_around(tree, split, first, last)))
+                grammar, whole, split, hashes, hasher() if hasher is not None else None,
+                within=_around(whole, split, first, last)))
 
         return self._around.get_or_compute((*cache_key, first, last), build)
 
@@ -482,9 +496,38 @@ class DefinitionIndex:
                                                          lines=lines, hasher=hasher)
                      if d.start_line == line and d.name == name), None)
 
+    def _head(self, grammar: _Grammar, cache_key: tuple[str, str], lines: Sequence[str],
+              last: int, path: str) -> tuple[Tree, int] | None:
+        """The tree of the file's head, ``lines[:cut]``, where ``cut`` is the first line
+        after line ``last`` that starts a statement at the margin (``_top_level_after``):
+        a definition that holds line ``last`` ends before it, so the rest of the file
+        cannot change the definitions around it. Kept per file, and parsed again
+        further down only for a place past the kept head. None when the whole file's
+        tree is at hand (or will serve as cheaply: a head of most of the file), or the
+        head does not parse cleanly."""
+        if cache_key in self._trees:
+            return None
+        kept = self._heads.get(cache_key)
+        if kept is not None and last < kept[1]:
+            return kept
+        cut = _top_level_after(lines, last, grammar.name)
+        if cut is None or cut > _HEAD_SHARE * len(lines):
+            return None
+        try:
+            tree = _parse(grammar, lines[:cut])
+        except Exception:  # as in _tree: the whole file is tried next
+            return None
+        with self._lock:
+            self.parses += 1
+        if tree is None or tree.root_node.has_error:
+            return None
+        self._heads.pop(cache_key)  # a head further down replaces the one kept
+        return self._heads.put(cache_key, (tree, cut))
+
     def clear(self) -> None:
         self._cache.clear()
         self._trees.clear()
+        self._heads.clear()
         self._around.clear()
 
     def __len__(self) -> int:
@@ -526,6 +569,32 @@ class DefinitionIndex:
         except Exception:  # as in _tree
             log.exception("tree-sitter failed on %s; using line hashes", path)
             return ()
+
+
+#: A head parsed for the definitions around a place is at most this share of its file
+#: (else the whole file is parsed: its tree serves every later question).
+_HEAD_SHARE = 0.75
+#: Words that may start a line at the margin yet continue the statement before it.
+_CONTINUING = frozenset({"and", "as", "catch", "elif", "else", "except", "finally", "in",
+                         "instanceof", "is", "not", "or", "satisfies", "while"})
+
+
+def _top_level_after(lines: Sequence[str], last: int, language: str) -> int | None:
+    """The index of the first line after line ``last`` (1-based) that starts a statement
+    at the margin: a letter, ``_``, ``$`` or ``@`` in its first column (``#[`` in Rust),
+    no backslash continuing the line before, and no word that continues a statement
+    (``else``, ``except``, ``as``...). None when there is none."""
+    for at in range(last, len(lines)):
+        line = lines[at]
+        if not line or not (line[0].isalpha() or line[0] in "_$@"
+                            or (language == "rust" and line.startswith("#["))):
+            continue
+        if at and lines[at - 1].rstrip().endswith("\\"):
+            continue
+        if line.split(None, 1)[0].rstrip(":;({") in _CONTINUING:
+            continue
+        return at
+    return None
 
 
 def _digest(text: str) -> str:
