@@ -188,16 +188,17 @@ def _check(source: CodeSource, items: Iterable[Item], ref: str, revision: str,
 def _read_ahead(items: Iterable[Item], files: FileCache, resolve: Callable[[str], str],
                 source: CodeSource, revision: str,
                 tree: Mapping[str, str]) -> Iterator[Item]:
-    """The items, unchanged, in groups; before each group is checked, the files it will
-    read (each cited file, and the new side of one that changed) are asked for together, when the
-    source can (``BatchReader``), and the search for renames since each commit whose
-    cited files changed or left is started (``PrefetchesRenames``: step 4 of the ladder
-    asks for it, and git finds them on another core meanwhile). Best effort: whatever
-    cannot be resolved here is reported by the check.
+    """The items, unchanged, in groups; before each group is checked, the paths it will
+    look up are found together (``PrefetchesPaths``), the files it will read (each cited
+    file, and the new side of one that changed) are asked for together, when the source
+    can (``BatchReader``), and the search for renames since each commit whose cited files
+    changed or left is started (``PrefetchesRenames``: step 4 of the ladder asks for it,
+    and git finds them on another core meanwhile). Best effort: whatever cannot be
+    resolved here is reported by the check.
 
     A group is at most ``_READ_AHEAD`` citations of at most ``_READ_AHEAD_COMMITS``
-    commits, so the trees listed here are still in the source's cache when the check
-    asks for them again."""
+    commits, so the trees read here are still in the source's cache when the check asks
+    for them again."""
     if not isinstance(source, BatchReader):
         yield from items
         return
