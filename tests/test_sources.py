@@ -403,6 +403,31 @@ def test_a_catfile_that_dies_with_replies_asked_ahead_is_source_unavailable(
         assert len(spy.catfiles()) == 2
 
 
+def test_closing_with_replies_asked_ahead_and_unread_ends_git_at_once(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blobs asked for ahead and never read fill git's pipe: closing the source ends git
+    without the 2 s wait and the kill (git, blocked writing, never saw the EOF)."""
+    for name in ("a", "b", "c"):
+        repo.write(f"big/{name}.txt", f"{name}\n" * 1_500_000)  # 3 MB, more than the pipe
+    repo.commit("big files")
+    killed: list[int] = []
+    kill = subprocess.Popen.kill
+
+    def recorded(proc: subprocess.Popen[bytes]) -> None:
+        killed.append(proc.pid)
+        kill(proc)
+
+    monkeypatch.setattr(subprocess.Popen, "kill", recorded)
+    spy = PopenSpy(monkeypatch)
+    source = LocalGitSource(repo.path)
+    source.read_blobs(repo.blob(f"big/{name}.txt") for name in ("a", "b", "c"))
+    proc = spy.catfiles()[0]
+    source.close()
+    assert proc.poll() is not None
+    assert killed == []
+
+
 def test_paths_looked_up_ahead_in_a_broken_repository_fail_at_the_lookup(
         repo: GitRepo) -> None:
     """``prefetch_paths`` is a warm-up: a tree object git cannot read is left for the
@@ -464,6 +489,33 @@ def test_concurrent_reads_share_the_pipe(repo: GitRepo, source: LocalGitSource) 
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(lambda item: (item[1], source.read_blob(item[1])), tree.items()))
     assert all(git_blob_sha(data) == sha for sha, data in results)
+
+
+def test_concurrent_reads_asked_ahead_share_the_pipe(repo: GitRepo) -> None:
+    """Threads that ask for blobs and trees ahead (``read_blobs``, ``prefetch_paths``)
+    while others read and look paths up each get their own object, whole: replies read
+    from the pipe by one thread for another are kept for it."""
+    for i in range(60):
+        repo.write(f"t{i % 6}/d/{i}.txt", f"{i}\n" * (200 + 40 * i))
+    head = repo.commit("threads")
+    paths = [f"t{i % 6}/d/{i}.txt" for i in range(60)]
+    blobs = {path: repo.blob(path) for path in paths}
+
+    def work(n: int) -> list[bool]:
+        mine = paths[n::4]
+        if n % 2:
+            source.read_blobs(blobs[p] for p in reversed(mine))
+        else:
+            source.prefetch_paths((head, p) for p in mine)
+        tree = source.tree(head)
+        return [tree.get(p) == blobs[p] and git_blob_sha(source.read_blob(blobs[p])) == blobs[p]
+                for p in mine]
+
+    for _ in range(5):
+        with LocalGitSource(repo.path) as source, ThreadPoolExecutor(max_workers=8) as pool:
+            answers = [ok for found in pool.map(work, range(16)) for ok in found]
+        assert len(answers) == sum(len(paths[n::4]) for n in range(16))
+        assert all(answers)
 
 
 # --------------------------------------------------------------------------- renames

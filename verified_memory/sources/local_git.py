@@ -221,7 +221,11 @@ class _Object:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """End a cat-file process politely (EOF on stdin), then firmly; close its pipes."""
+    """End a cat-file process politely (EOF on stdin), then firmly; close its pipes. Its
+    replies are closed first: objects asked for ahead and never read would keep git
+    blocked on a full pipe, unable to see the EOF (a write to a closed pipe ends it)."""
+    if proc.stdout is not None:
+        proc.stdout.close()
     if proc.stdin is not None:
         with contextlib.suppress(OSError):  # already gone: nothing left to flush
             proc.stdin.close()
@@ -230,8 +234,6 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
 
 
 #: The pipe git writes its replies into, asked to hold this much (Linux allows up to
