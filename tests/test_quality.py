@@ -721,8 +721,12 @@ def test_unpaired_markers_refuse_the_removal_and_change_nothing(
 
 def test_remove_takes_a_memory_id_and_the_file_from_the_promotion(
         repo: GitRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    from verified_memory.rules_file import DEFAULT_SECTION
+
     for args, said in ((["--remove"], "no --list"), (["x", "--remove", "--to", "A.md"],
                                                      "no --to"),
+                       (["x", "--remove", "--section", DEFAULT_SECTION], "no --section"),
+                       (["x", "--remove", "--section", "Other"], "no --section"),
                        (["x", "--by", "bob"], "--by goes with --remove")):
         code, _, err = vmem(capsys, "promote", *args)
         assert code == 2

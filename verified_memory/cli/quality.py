@@ -105,9 +105,12 @@ def promote(env: Env, memory_id: str | None, show_queue: bool, rules_file: Path 
     if by is not None and not remove:
         raise click.UsageError("--by goes with --remove (who takes the rule out)")
     if remove:
+        # --section given at all, its default spelled out too, has no meaning here
+        named_section = click.get_current_context().get_parameter_source("section") \
+            is not click.core.ParameterSource.DEFAULT
         _demote(env, memory_id, by, given=[name for name, given in (
             ("--list", show_queue), ("--to", rules_file is not None),
-            ("--section", section != DEFAULT_SECTION)) if given])
+            ("--section", named_section)) if given])
         return
     if show_queue or memory_id is None:
         if memory_id is not None or rules_file is not None:
