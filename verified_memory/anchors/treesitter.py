@@ -433,21 +433,21 @@ class DefinitionIndex:
             split = split_lines(text) if lines is None else lines
             if not 1 <= first <= last <= len(split):
                 return ()
+
+            def around(tree: Tree, parsed: Sequence[str]) -> tuple[Definition, ...]:
+                part = hashes if hashes is None or len(hashes) == len(parsed) \
+                    else hashes[:len(parsed)]
+                return self._built(path, lambda: _build(
+                    grammar, tree, parsed, part, hasher() if hasher is not None else None,
+                    within=_around(tree, parsed, first, last)))
+
             head = self._head(grammar, cache_key, split, last, path)
             if head is not None:  # the lines up to the next top-level statement
-                tree, cut = head
-                found = self._built(path, lambda: _build(
-                    grammar, tree, split[:cut], None if hashes is None else hashes[:cut],
-                    hasher() if hasher is not None else None,
-                    within=_around(tree, split[:cut], first, last)))
+                found = around(head[0], split[:head[1]])
                 if innermost(found, first, last) is not None:
                     return found
             whole = self._tree(grammar, cache_key, split, path)
-            if whole is None:
-                return ()
-            return self._built(path, lambda: _build(
-                grammar, whole, split, hashes, hasher() if hasher is not None else None,
-                within=_around(whole, split, first, last)))
+            return () if whole is None else around(whole, split)
 
         return self._around.get_or_compute((*cache_key, first, last), build)
 

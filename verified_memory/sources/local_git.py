@@ -583,7 +583,9 @@ class LocalGitSource(ClosingSource):
         a pass meets are asked about a few paths (the cited files at their commits):
         no process is started for them.
         """
-        commit = self._commit(revision)
+        return self._view(self._commit(revision))
+
+    def _view(self, commit: str) -> _Tree:
         return self._views.get_or_compute(commit, lambda: _Tree(self, commit))
 
     def _commit(self, revision: str) -> str:
@@ -624,9 +626,7 @@ class LocalGitSource(ClosingSource):
         blobs too, so neither commit's tree is listed for it."""
         new = self._commit(new_revision)
         changed = self._tree_diff(old_revision, new)[1]
-        view = self.tree(new)
-        if isinstance(view, _Tree):
-            view.learn(changed)
+        self._view(new).learn(changed)
         return sorted(changed, key=lambda path: path.encode("utf-8", "surrogateescape"))
 
     def _tree_diff(self, old_revision: str, new_revision: str
@@ -755,11 +755,11 @@ class LocalGitSource(ClosingSource):
             if self._catfile.waiting(name):  # asked for ahead (``prefetch_paths``)
                 self._catfile.take_ahead(until=name)
                 cached = self._tree_objects.get(name)
-            reply = self._catfile.query(name) if cached is None else None
-            self._tree_reads += reply is not None
-        if cached is not None:
-            return cached
-        if isinstance(reply, str) or reply is None or reply.type != "tree":
+                if cached is not None:
+                    return cached
+            reply = self._catfile.query(name)
+            self._tree_reads += 1
+        if isinstance(reply, str) or reply.type != "tree":
             why = unreadable_object(self._objects(), name) if FULL_SHA.fullmatch(name) else None
             raise SourceUnavailable(f"git cannot read the tree {name} in {self.path}"
                                     + (f": {why}" if why else ""))

@@ -28,6 +28,7 @@ import os
 import re
 from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
+from functools import cached_property
 
 from verified_memory.anchors import treesitter
 from verified_memory.anchors.hashing import BLANK
@@ -110,29 +111,29 @@ class ChangedFiles:
     def __init__(self, changed: Collection[str]) -> None:
         self._paths = sorted(changed)
         self._by_kind: dict[str, list[str]] = {}
-        # by file name and by folder name: made when a cited file is gone (``naming``)
-        self._by_stem: dict[str, list[str]] | None = None
-        self._by_folder: dict[str, list[str]] = {}
         self._built = {path for path in changed if _built(path)}
         for path in self._paths:
             self._by_kind.setdefault(_kind(path), []).append(path)
 
-    def _index_names(self) -> None:
-        self._by_stem = {}
+    @cached_property
+    def _by_name(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """The files by file name and by folder name: indexed when a cited file is gone
+        (``naming``, the one question that needs them)."""
+        by_stem: dict[str, list[str]] = {}
+        by_folder: dict[str, list[str]] = {}
         for path in self._paths:
             folders, stem = _module(path)
-            self._by_stem.setdefault(stem, []).append(path)
+            by_stem.setdefault(stem, []).append(path)
             for folder in set(folders):
-                self._by_folder.setdefault(folder, []).append(path)
+                by_folder.setdefault(folder, []).append(path)
+        return by_stem, by_folder
 
     def naming(self, cited: str) -> dict[str, int]:
         """Files of the cited file's kind that name its module (``_names_module``)."""
-        if self._by_stem is None:
-            self._index_names()
-        assert self._by_stem is not None
+        by_stem, by_folder = self._by_name
         _, stem = _module(cited)
         skip = self._built if not _built(cited) else frozenset()
-        found = {p: how for p in [*self._by_stem.get(stem, ()), *self._by_folder.get(stem, ())]
+        found = {p: how for p in [*by_stem.get(stem, ()), *by_folder.get(stem, ())]
                  if p not in skip and same_kind(cited, p) and (how := _names_module(cited, p))}
         found.pop(cited, None)
         return found
