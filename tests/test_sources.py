@@ -287,10 +287,11 @@ def test_a_reply_asked_ahead_that_is_no_blob_is_left_for_the_read(repo: GitRepo)
         assert source.read_blob(repo.blob("README.md")) == b"# demo\n"
 
 
-def test_paths_looked_up_together_read_each_level_in_one_exchange(
+def test_paths_looked_up_together_are_asked_for_in_one_exchange(
         repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``prefetch_paths`` reads the tree objects on the way to many paths level by level:
-    as many exchanges with git as the deepest path has levels, not one per tree."""
+    """``prefetch_paths`` asks git for the folder of each path by name, all in one
+    exchange (git walks down to them), not a round trip per level of tree objects;
+    the lookups after it ask nothing more."""
     from verified_memory.sources import local_git
 
     for n in range(6):
@@ -311,14 +312,38 @@ def test_paths_looked_up_together_read_each_level_in_one_exchange(
         exchanges.clear()
         wanted = [(c, f"a{n}/b/c/f.py") for c in (first, second) for n in range(6)]
         source.prefetch_paths([*wanted, (second, "nowhere/f.py"), ("HEAD", "a0/b/c/f.py")])
-        # the two roots, then a0..a5, their b and their c: a1..a5 are the same trees
-        # at both commits, a0 is not (one exchange a level, each tree asked once)
-        assert exchanges == [2, 7, 7, 7]
+        # a0/b/c .. a5/b/c at both commits, nowhere at the second, a0/b/c at HEAD
+        # (the second by its sha): one exchange, each name once
+        assert exchanges == [13]
         asked = len(exchanges)
         for commit, path in wanted:
             assert source.tree(commit).get(path) == repo.blob(path, commit)
-        assert source.tree(second).get("nowhere/f.py") is None
         assert len(exchanges) == asked  # every lookup answered from what was read
+        # a folder git did not find is walked down to (it may be there, unreadable)
+        assert source.tree(second).get("nowhere/f.py") is None
+
+
+@symlinks
+def test_paths_asked_for_ahead_by_folder_name_answer_as_the_walk_does(
+        repo: GitRepo) -> None:
+    """A folder asked for by name (``<commit>:<folder>``) is the tree the walk down the
+    tree objects reaches, or nothing where the walk finds nothing: a folder that is a
+    link, a file, or is missing; ``.`` and ``..`` are never asked by name."""
+    repo.write("pkg/mod.py", "x = 1\n")
+    repo.write("pkg/sub/deep.py", "y = 2\n")
+    (repo.path / "linked").symlink_to("pkg")
+    head = repo.commit("a package, a link to it")
+    paths = ["pkg/mod.py", "pkg/sub/deep.py", "linked/mod.py", "README.md/x.py",
+             "gone/x.py", "pkg/./mod.py", "pkg/../README.md", "pkg//mod.py", "top.py",
+             "README.md"]
+    with LocalGitSource(repo.path) as walked:
+        expected = {p: walked.tree(head).get(p) for p in paths}
+    assert expected["pkg/sub/deep.py"] == repo.blob("pkg/sub/deep.py")
+    assert expected["linked/mod.py"] is None
+    assert expected["pkg/../README.md"] is None
+    with LocalGitSource(repo.path) as source:
+        source.prefetch_paths([(head, p) for p in paths])
+        assert {p: source.tree(head).get(p) for p in paths} == expected
 
 
 def test_read_blob_unknown_or_not_a_blob(repo: GitRepo, source: LocalGitSource) -> None:

@@ -734,8 +734,16 @@ class LocalGitSource(ClosingSource):
     def _entry(self, commit: str, path: str) -> tuple[bytes, str] | None:
         """``path``'s tree entry at ``commit`` (mode, sha), or None when nothing is
         there: a link, a submodule or a file on the way is no directory to go down."""
-        entries = self._tree_entries(f"{commit}^{{tree}}")
         *folders, name = path.encode("utf-8", "surrogateescape").split(b"/")
+        asked = _folder_name(commit, path)
+        if asked is not None:  # the folder, asked for by name ahead of need?
+            with self._lock:
+                if self._catfile.waiting(asked):
+                    self._catfile.take_ahead(until=asked)
+            entries = self._tree_objects.get(asked)
+            if entries is not None:
+                return entries.get(name)
+        entries = self._tree_entries(f"{commit}^{{tree}}")
         for folder in folders:
             mode, sha = entries.get(folder, (b"", ""))
             if mode != b"40000":
@@ -773,31 +781,18 @@ class LocalGitSource(ClosingSource):
         return self._tree_objects.put(name, entries)
 
     def prefetch_paths(self, wanted: Iterable[tuple[str, str]]) -> None:
-        """Read the tree objects on the way to these (commit, path) pairs (full commit
-        shas) level by level, each level's asked for together, rather than a round
-        trip each: a bulk check looks up its cited files at a handful of commits, each
-        several folders deep. A warm-up only: what cannot be read is left for the
-        lookup to meet."""
-        walks = {(f"{commit}^{{tree}}", tuple(path.encode("utf-8", "surrogateescape")
-                                            .split(b"/")[:-1]))
-                 for commit, path in wanted
+        """Ask for the folder of each of these (commit, path) pairs (full commit shas)
+        by name, ``<commit>:<folder>``, all together: git walks down to each in one
+        exchange, rather than a round trip for each level of tree objects (a bulk
+        check looks up its cited files at a handful of commits, each several folders
+        deep: a dozen in a Java project). ``_entry`` takes the folder from there. A
+        warm-up only: what cannot be read is left for the lookup to meet."""
+        names = [_folder_name(commit, path) for commit, path in wanted
                  if isinstance(commit, str) and FULL_SHA.fullmatch(commit)
-                 and isinstance(path, str)}
-        while walks:
-            with self._lock:
-                self._catfile.ask_ahead([name for name, _ in walks
-                                         if self._tree_objects.get(name) is None])
-            deeper: set[tuple[str, tuple[bytes, ...]]] = set()
-            for name, folders in walks:
-                if not folders:
-                    continue
-                try:
-                    mode, sha = self._tree_entries(name).get(folders[0], (b"", ""))
-                except SourceUnavailable:
-                    continue
-                if mode == b"40000":
-                    deeper.add((sha, folders[1:]))
-            walks = deeper
+                 and isinstance(path, str)]
+        with self._lock, contextlib.suppress(SourceUnavailable):
+            self._catfile.ask_ahead([name for name in names if name is not None
+                                     and self._tree_objects.get(name) is None])
 
     def _ls_tree(self, commit: str) -> dict[str, str]:
         proc = run_git(self.path, "ls-tree", "-r", "-z", "--full-tree", commit)
@@ -807,6 +802,19 @@ class LocalGitSource(ClosingSource):
                 f"git ls-tree {commit[:12]} failed in {self.path}: {git_message(proc)}"
             )
         return parse_ls_tree(proc.stdout)
+
+
+def _folder_name(commit: str, path: str) -> str | None:
+    """The name cat-file knows ``path``'s folder at ``commit`` by: ``<commit>:<folder>``
+    (``<commit>^{tree}`` at the root), or None for a path git would read otherwise
+    than the walk down the tree objects does (``.`` and ``..`` are relative to the
+    working directory there), or that cannot be written on one line."""
+    folder, _, _ = path.rpartition("/")
+    if not folder:
+        return f"{commit}^{{tree}}"
+    if "\n" in path or any(part in ("", ".", "..") for part in folder.split("/")):
+        return None
+    return f"{commit}:{folder}"
 
 
 class _Tree(Mapping[str, str]):
