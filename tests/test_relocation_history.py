@@ -30,7 +30,7 @@ from verified_memory.anchors.fingerprint import fingerprint_lines
 from verified_memory.anchors.normalize import split_lines
 from verified_memory.models import Anchor, Citation, Location
 from verified_memory.verify.alignment import rewrapped
-from verified_memory.verify.candidates import ChangedFiles
+from verified_memory.verify.candidates import MAX_CANDIDATES, ChangedFiles
 from verified_memory.verify.files import FileText
 
 
@@ -664,6 +664,17 @@ def test_changed_files_nearest_first_of_the_cited_kind_and_by_module_name() -> N
     assert changed.naming("pkg/core.py") == {"src/pkg/core.py": 2, "pkg/_core.py": 2,
                                              "lib/core.py": 1, "pkg/core/url.py": 1}
     assert changed.naming("lib/buildUrl.js") == {"lib/helpers/buildURL.js": 1}
+
+
+def test_the_search_stops_at_the_nearest_changed_files() -> None:
+    """A long gap changes thousands of files: a citation searches at most
+    ``MAX_CANDIDATES`` of them, its successors and then the nearest paths first."""
+    far = [f"z{n:03}/m.py" for n in range(MAX_CANDIDATES)]
+    changed = ChangedFiles([*far, "pkg/a.py", "pkg/sub/b.py", "src/pkg/core.py"])
+    ordered = changed.ordered("pkg/core.py", ["src/pkg/core.py"])
+    assert len(ordered) == MAX_CANDIDATES
+    assert ordered[:3] == ["src/pkg/core.py", "pkg/a.py", "pkg/sub/b.py"]
+    assert ordered[3:] == far[:MAX_CANDIDATES - 3]
 
 
 def test_built_output_is_searched_only_for_code_cited_in_built_output() -> None:

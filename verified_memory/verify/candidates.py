@@ -37,7 +37,11 @@ from verified_memory.verify.files import FileCache, FileText
 __all__ = ["MAX_CANDIDATES", "ChangedFiles", "same_kind", "successors"]
 
 #: Candidate files searched for a moved citation, at most (successors, then nearest paths).
-MAX_CANDIDATES = 400
+#: A citation of code that is gone passes over every one (two scans of each one's text).
+#: Over the real-history benchmark's 12,920 citations the farthest answer came from the
+#: 165th candidate and the farthest one scored right from the 98th; 400 candidates
+#: (where this stood before) gave the same answers, and Java's runs took 8% longer.
+MAX_CANDIDATES = 200
 #: A file that names the cited module is its successor when it holds at least this share
 #: of the old file's distinct code lines...
 _SUCCESSOR_SHARE = 0.25
