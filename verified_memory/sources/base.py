@@ -164,8 +164,8 @@ class BatchReader(Protocol):
 
 @runtime_checkable
 class PrefetchesPaths(Protocol):
-    """A source that looks many paths up cheaper together (the tree objects on their
-    way read level by level, one exchange with ``git cat-file`` a level)."""
+    """A source that looks many paths up cheaper together (each path's folder asked for
+    by name, all in one exchange with ``git cat-file``)."""
 
     def prefetch_paths(self, wanted: Iterable[tuple[str, str]]) -> None:
         """Warm the lookups of these (commit, path) pairs; ``tree(commit)`` then answers."""
