@@ -227,6 +227,22 @@ def test_errors_are_one_clear_line(repo: GitRepo, capsys: pytest.CaptureFixture[
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("cite", ["net/fetch.py:7-99", "net/gone.py:1", "net/fetch.py:1@nope"])
+def test_a_refused_first_memory_leaves_no_empty_store_behind(
+        repo: GitRepo, tmp_path: Path, capsys: pytest.CaptureFixture[str], cite: str) -> None:
+    """Storing creates the store; a memory refused for its citations writes nothing, so
+    the store it created is not left behind either (the next command would find an
+    empty store where the user has none). A store that was there stays."""
+    code, _, err = vmem(capsys, "store", "--subject", "s", "--fact", "f", "--cite", cite)
+    assert code == 1
+    assert err.startswith("vmem: error: ")
+    assert not (tmp_path / "cli.db").exists()
+    assert vmem(capsys, "db", "migrate")[0] == 0  # now the store is there, empty
+    code, _, _ = vmem(capsys, "store", "--subject", "s", "--fact", "f", "--cite", cite)
+    assert code == 1
+    assert (tmp_path / "cli.db").exists()
+
+
 def test_no_repo_outside_a_working_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

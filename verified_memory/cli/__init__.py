@@ -28,6 +28,7 @@ from verified_memory.cli.env import (
     common,
     fail,
     progress,
+    removed_if_failed,
     running,
     say,
     tell_not_checked,
@@ -135,7 +136,8 @@ def store(env: Env, /, repo: str | None, as_json: bool, ref: str, worktree: bool
     """
     env.out = Output(as_json)
     new = memory_input(input_file, repo, lambda: env.repo(None), flags, cites)
-    with running(env, worktree=worktree, create=True) as service:
+    # a memory refused for its citations writes nothing: nor the store it would create
+    with removed_if_failed(env.db), running(env, worktree=worktree, create=True) as service:
         stored = service.store(new, ref=ref)
     _tell_stored(env, stored)
 

@@ -181,9 +181,10 @@ def running(env: Env, *, worktree: bool = False, source: CodeSource | None = Non
 
 @contextmanager
 def removed_if_failed(url: str | None) -> Iterator[None]:
-    """An import into a SQLite store that does not exist yet: when it fails (a file
-    refused, a ref unknown, Ctrl-C), the store it created is removed with its -wal and
-    -shm files, so that nothing imported leaves no empty store behind either."""
+    """A command that stores into a SQLite store that does not exist yet (an import,
+    a first memory): when it fails (a file or a citation refused, a ref unknown,
+    Ctrl-C), the store it created is removed with its -wal and -shm files, so that
+    nothing stored leaves no empty store behind either."""
     from verified_memory.store import sqlite_path
 
     path = sqlite_path(url)
