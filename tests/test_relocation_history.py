@@ -677,6 +677,23 @@ def test_the_search_stops_at_the_nearest_changed_files() -> None:
     assert ordered[3:] == far[:MAX_CANDIDATES - 3]
 
 
+def test_built_output_is_told_by_its_folders_and_its_bundle_names() -> None:
+    """A folder a build writes (``dist``, ``build``, ``node_modules``, ``vendor``: the
+    whole name of a folder, not of a file or part of a name) or a bundle's name
+    (``.min.js``, ``.bundle.cjs``) is built output; the rest is searched, nearest
+    first. The cited file in built output searches everything."""
+    changed = ChangedFiles([
+        "dist/index.js", "lib/dist/x.js", "distro/a.js", "src/dist.js", "app.min.js",
+        "app.min.mjs", "app.minimal.js", "vendor/x.js", "vendors/y.js", "build/z.js",
+        "builder/w.js", "node_modules/m/i.js", "src/b.js", "a.bundle.cjs"])
+    assert changed.ordered("src/a.js", []) == [
+        "src/b.js", "src/dist.js", "app.minimal.js", "builder/w.js", "distro/a.js",
+        "vendors/y.js"]
+    assert changed.ordered("dist/a.js", [])[:3] == ["dist/index.js", "a.bundle.cjs",
+                                                   "app.min.js"]
+    assert len(changed.ordered("dist/a.js", [])) == 14
+
+
 def test_built_output_is_searched_only_for_code_cited_in_built_output() -> None:
     """``dist/``, ``build/``, ``node_modules/``, ``vendor/`` and bundles are what a build
     writes or a package manager brings: not candidates for code cited in sources, not

@@ -25,10 +25,9 @@ searched only for code cited in such a file.
 from __future__ import annotations
 
 import os
-import re
 from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
-from functools import cached_property
+from itertools import chain
 
 from verified_memory.anchors import treesitter
 from verified_memory.anchors.hashing import BLANK
@@ -55,11 +54,14 @@ _SUCCESSOR_LINES = 5
 _FAMILIES = {"typescript": "javascript", "tsx": "javascript"}
 #: Folders a build writes or a package manager fills, and bundled files: not where code
 #: moves (see the module's docstring).
-_BUILT = re.compile(r"(^|/)(dist|build|node_modules|vendor)/|\.(min|bundle)\.[cm]?js$")
+_BUILT_FOLDERS = frozenset({"dist", "build", "node_modules", "vendor"})
+_BUNDLES = tuple(f".{kind}.{ext}" for kind in ("min", "bundle") for ext in ("js", "cjs", "mjs"))
 
 
 def _built(path: str) -> bool:
-    return _BUILT.search(path) is not None
+    """Whether ``path`` is in a folder a build writes or a package manager fills, or is a
+    bundle (asked of every file a diff changed: string tests, not a pattern)."""
+    return path.endswith(_BUNDLES) or not _BUILT_FOLDERS.isdisjoint(path.split("/")[:-1])
 
 
 def _kind(path: str) -> str:
@@ -113,32 +115,41 @@ class ChangedFiles:
     then costs a few look-ups and the part of the list it searches, not a pass over it."""
 
     def __init__(self, changed: Collection[str]) -> None:
-        self._paths = sorted(changed)
         self._by_kind: dict[str, list[str]] = {}
         self._built = {path for path in changed if _built(path)}
-        for path in self._paths:
-            self._by_kind.setdefault(_kind(path), []).append(path)
+        of_extension: dict[str, str] = {}  # a path's kind is its extension's
+        for path in sorted(changed):
+            extension = os.path.splitext(path)[1]
+            found = of_extension.get(extension)
+            if found is None:
+                found = of_extension[extension] = _kind(path)
+            self._by_kind.setdefault(found, []).append(path)
+        self._by_name: dict[str, tuple[dict[str, list[str]], dict[str, list[str]]]] = {}
 
-    @cached_property
-    def _by_name(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-        """The files by file name and by folder name: indexed when a cited file is gone
-        (``naming``, the one question that needs them)."""
-        by_stem: dict[str, list[str]] = {}
-        by_folder: dict[str, list[str]] = {}
-        for path in self._paths:
-            folders, stem = _module(path)
-            by_stem.setdefault(stem, []).append(path)
-            for folder in set(folders):
-                by_folder.setdefault(folder, []).append(path)
-        return by_stem, by_folder
+    def _named(self, cited: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """The files of the cited file's kind by file name and by folder name, indexed
+        when a cited file of that kind is gone (``naming``, the one question that needs
+        them)."""
+        kind = _kind(cited)
+        index = self._by_name.get(kind)
+        if index is None:
+            by_stem: dict[str, list[str]] = {}
+            by_folder: dict[str, list[str]] = {}
+            for path in self._by_kind.get(kind, ()):
+                folders, stem = _module(path)
+                by_stem.setdefault(stem, []).append(path)
+                for folder in set(folders):
+                    by_folder.setdefault(folder, []).append(path)
+            index = self._by_name[kind] = (by_stem, by_folder)
+        return index
 
     def naming(self, cited: str) -> dict[str, int]:
         """Files of the cited file's kind that name its module (``_names_module``)."""
-        by_stem, by_folder = self._by_name
+        by_stem, by_folder = self._named(cited)
         _, stem = _module(cited)
         skip = self._built if not _built(cited) else frozenset()
         found = {p: how for p in [*by_stem.get(stem, ()), *by_folder.get(stem, ())]
-                 if p not in skip and same_kind(cited, p) and (how := _names_module(cited, p))}
+                 if p not in skip and (how := _names_module(cited, p))}
         found.pop(cited, None)
         return found
 
@@ -152,17 +163,21 @@ class ChangedFiles:
         seen = {cited, *first}
         skip = self._built if not _built(cited) else frozenset()
         folders = cited.split("/")[:-1]
+        inner = range(0)  # the paths under the folder searched before, passed over again
         for depth in range(len(folders), -1, -1):
-            prefix = "/".join(folders[:depth]) + "/" if depth else ""
-            at = bisect_left(paths, prefix)
-            while at < len(paths) and paths[at].startswith(prefix):
+            # the paths under a folder are a run of the sorted list: ``a/b/`` up to ``a/b0``
+            prefix = "/".join(folders[:depth])
+            start = bisect_left(paths, prefix + "/") if depth else 0
+            end = bisect_left(paths, prefix + "0", start) if depth else len(paths)
+            for at in chain(range(start, inner.start), range(inner.stop, end)) \
+                    if inner else range(start, end):
                 path = paths[at]
-                at += 1
                 if path not in seen and path not in skip:
                     seen.add(path)
                     out.append(path)
                     if len(out) >= MAX_CANDIDATES:
                         return out
+            inner = range(start, end)
         return out
 
 
