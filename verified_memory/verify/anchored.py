@@ -517,7 +517,7 @@ class AnchorLocator(Locator, Origins):
         lines = self._squeezed_lines(verifier, citation, *(
             (old.start_line, old.end_line) if old is not None
             else (citation.line_start, citation.line_end)))
-        if wanted <= lines.keys():
+        if wanted <= lines.keys() and file.hashes_made() is None:  # else look them up
             text = file.squeezed()
             spare = len(wanted) // 2  # lines that may be missing, at most
             for h in wanted:
