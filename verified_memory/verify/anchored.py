@@ -465,10 +465,10 @@ class AnchorLocator(Locator, Origins):
     def _squeezed_lines(self, verifier: Verifier, citation: Citation, first: int,
                         last: int) -> dict[int, str]:
         """Lines ``first..last`` (1-based) of the citation's old file, by hash, as
-        ``normalize.squeeze`` gives them: a file holds a line (the same hash: its text
-        without whitespace) only if its squeezed text holds the squeezed line (commas
-        dropped too), which is told without splitting and hashing that file. Empty
-        when the old file cannot be read."""
+        ``normalize.squeeze`` gives them, the longest first: a file holds a line (the
+        same hash: its text without whitespace) only if its squeezed text holds the
+        squeezed line (commas dropped too), which is told without splitting and hashing
+        that file. Empty when the old file cannot be read."""
         old = self._old_file(verifier, citation.blob_sha)
         if old is None:
             return {}
@@ -478,8 +478,9 @@ class AnchorLocator(Locator, Origins):
             lines = old.lines[max(first, 1) - 1:last]
             made = old.hashes_made()  # else only these lines are hashed
             hashes = made[max(first, 1) - 1:last] if made is not None else line_hashes(lines)
-            return {h: squeeze(line) for h, line in zip(hashes, lines, strict=True)
-                    if h != BLANK}
+            # longest first: a scan for a longer text skips more of a file that lacks it
+            return dict(sorted(((h, squeeze(line)) for h, line in zip(hashes, lines, strict=True)
+                                if h != BLANK), key=lambda item: -len(item[1])))
 
         return self._squeezed.get_or_compute((old.blob_sha, first, last), squeezed)
 
@@ -520,8 +521,8 @@ class AnchorLocator(Locator, Origins):
         if wanted <= lines.keys() and file.hashes_made() is None:  # else look them up
             text = file.squeezed()
             spare = len(wanted) // 2  # lines that may be missing, at most
-            for h in wanted:
-                if lines[h] not in text:
+            for h, line in lines.items():
+                if h in wanted and line not in text:
                     spare -= 1
                     if spare < 0:
                         return False
