@@ -352,6 +352,14 @@ class _CatFile:
         self._ahead.extend(names)
         self._waiting.update(names)
 
+    def take(self, name: str) -> bool:
+        """Read the replies asked ahead up to ``name``'s, if it was asked ahead (each
+        handed to ``on_ahead``); whether it was."""
+        if not self.waiting(name):
+            return False
+        self.take_ahead(until=name)
+        return True
+
     def take_ahead(self, until: str | None = None) -> None:
         """Read the replies asked ahead, in order, up to ``until`` (all: None), each
         handed to ``on_ahead``."""
@@ -519,8 +527,7 @@ class LocalGitSource(ClosingSource):
             cached = self._blobs.get(blob_sha)
             if cached is not None:
                 return cached
-            if self._catfile.waiting(blob_sha):  # asked for ahead (``read_blobs``)
-                self._catfile.take_ahead(until=blob_sha)
+            if self._catfile.take(blob_sha):  # asked for ahead (``read_blobs``)
                 cached = self._blobs.get(blob_sha)
                 if cached is not None:
                     return cached
@@ -738,8 +745,7 @@ class LocalGitSource(ClosingSource):
         asked = _folder_name(commit, path)
         if asked is not None:  # the folder, asked for by name ahead of need?
             with self._lock:
-                if self._catfile.waiting(asked):
-                    self._catfile.take_ahead(until=asked)
+                self._catfile.take(asked)
             entries = self._tree_objects.get(asked)
             if entries is not None:
                 return entries.get(name)
@@ -760,8 +766,7 @@ class LocalGitSource(ClosingSource):
         if cached is not None:
             return cached
         with self._lock:
-            if self._catfile.waiting(name):  # asked for ahead (``prefetch_paths``)
-                self._catfile.take_ahead(until=name)
+            if self._catfile.take(name):  # asked for ahead (``prefetch_paths``)
                 cached = self._tree_objects.get(name)
                 if cached is not None:
                     return cached
