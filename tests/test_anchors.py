@@ -913,10 +913,14 @@ AROUND_EDGES = [
 @pytest.mark.parametrize(("path", "text"), [
     *AROUND_EDGES, ("session.py", PYTHON), ("app.js", JAVASCRIPT), ("types.ts", TYPESCRIPT),
     ("stack.go", GO), ("point.rs", RUST), ("Repo.java", JAVA)])
-def test_the_definitions_around_a_place_answer_as_the_whole_list(path: str, text: str) -> None:
+@pytest.mark.parametrize("member_rows", [treesitter._MEMBER_ROWS, 0])
+def test_the_definitions_around_a_place_answer_as_the_whole_list(
+        path: str, text: str, member_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every anchor and every definition by its first line comes out the same from
     the definitions around the place as from the file's whole list, for every range
-    of up to 12 lines with code at both ends."""
+    of up to 12 lines with code at both ends; also where every statement at the margin
+    is cut down to the member around the place (``_MEMBER_ROWS`` 0)."""
+    monkeypatch.setattr(treesitter, "_MEMBER_ROWS", member_rows)
     lines = split_lines(text)
     hashes = line_hashes(lines)
     whole = DefinitionIndex().definitions(path, text, "k")
@@ -943,13 +947,13 @@ def test_the_definitions_around_a_place_answer_as_the_whole_list(path: str, text
         assert innermost(whole, 4, 4) == one(whole, "Config::name")
 
 
-def test_an_anchor_parses_the_file_s_head_and_lists_only_the_definitions_around_it(
+def test_an_anchor_parses_the_part_of_the_file_around_it_and_lists_only_its_definitions(
         ) -> None:
-    """``anchor_for`` on a file not listed yet parses only the file's head, up to the
-    first statement at the margin after the place, and looks only around the place (a
-    fraction of a large file's definitions); a place further down parses a longer head
-    (kept in its stead), one near the end the whole file, whose tree then serves the
-    whole list: the same definitions every way."""
+    """``anchor_for`` on a file not listed yet parses only the statements at the margin
+    that hold the place (the rest of the file parsed as blank lines, so rows keep their
+    numbers) and looks only around the place; a place in the same part is answered from
+    the tree kept, one elsewhere parses its own part (kept in its stead), and listing
+    the whole file parses all of it: the same definitions every way."""
     text = _big_python_file()
     lines = split_lines(text)
     index = DefinitionIndex()
@@ -959,23 +963,74 @@ def test_an_anchor_parses_the_file_s_head_and_lists_only_the_definitions_around_
     assert anchor.offset == 1
     assert index.parses == 1
     assert len(index) == 0
-    (_, cut), = index._heads._data.values()
-    assert line < cut < len(lines) / 3  # the head: the class the place is in, and before
-    assert lines[cut].startswith("class Handler")
-    around = index.definitions_around("big.py", text, line, line, "big")
-    assert index.parses == 1  # answered from the head kept
-    later = lines.index("    async def handle(self, request):", cut) + 2
-    assert index.anchor_for("big.py", text, later, later, key="big") is not None
-    assert index.parses == 2  # a longer head
-    last = len(lines) - 2
-    index.anchor_for("big.py", text, last, last, key="big")
-    assert index.parses == 3  # past three quarters of the file: the whole of it
+    (_, lo, hi), = index._parts._data.values()
+    assert lines[lo].startswith("class Handler")
+    assert lines[hi].startswith("class Handler")
+    assert lo < line < hi
+    assert hi - lo < len(lines) / 30  # the class the place is in
+    around = index.definitions_around("big.py", text, line + 1, line + 1, "big")
+    assert index.parses == 1  # answered from the part kept
+    for later in (lines.index("    async def handle(self, request):", hi) + 2, len(lines) - 2):
+        assert index.anchor_for("big.py", text, later, later, key="big") is not None
+    assert index.parses == 3  # a part each
     whole = index.definitions("big.py", text, key="big")
-    assert index.parses == 3  # the whole file's tree serves the list
+    assert index.parses == 4
     assert len(around) < len(whole) / 20
     assert innermost(around, line, line) == innermost(whole, line, line) is not None
     assert anchor == DefinitionIndex().anchor_for("big.py", "\n".join(lines) + "\n", line,
                                                   line, key="other")
+
+
+def test_in_a_long_class_only_the_member_around_the_place_is_parsed() -> None:
+    """Where blocks are braces, a long statement at the margin (a Java class) is cut down
+    to its head, the member that holds the place (its annotations with it) and its
+    closing brace: the class keeps its name and span, the member its own."""
+    members = "".join(f"\n    @Override\n    public int size{n}() {{\n        return {n};\n"
+                      "    }\n" for n in range(40))
+    text = f"package p;\n\nimport java.util.List;\n\npublic class Big\n        extends Base\n" \
+           f"{{{members}}}\n"
+    lines = split_lines(text)
+    line = lines.index("        return 20;")
+    index = DefinitionIndex()
+    around = index.definitions_around("Big.java", text, line + 1, line + 1, "k")
+    (tree, lo, hi), = index._parts._data.values()
+    assert (lines[lo], lines[hi]) == ("    @Override", "    @Override")
+    assert hi - lo == 5
+    assert lo < line < hi
+    parsed = tree.root_node.text.decode()
+    assert parsed.count("size") == 1
+    assert "extends Base" in parsed
+    assert "import" not in parsed
+    whole = DefinitionIndex().definitions("Big.java", text, "k")
+    assert [d for d in around if d.contains(line + 1, line + 1)] == \
+        [d for d in whole if d.contains(line + 1, line + 1)]
+    assert [d.name for d in around if d.contains(line + 1, line + 1)] == ["Big", "Big.size20"]
+    assert one(whole, "Big.size20").start_line == lo + 1  # the annotation is the method's
+
+
+def test_a_member_cut_that_does_not_parse_gives_way_to_the_whole_statement(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member that is not one (a ``case`` at the statement's indentation in a long Go
+    function) cuts a switch apart: that part has errors and is not used, and the
+    definitions come from the whole file, the same as from listing it."""
+    monkeypatch.setattr(treesitter, "_MEMBER_ROWS", 0)
+    text = src("""
+        package main
+
+        func run(x int) {
+        \tswitch x {
+        \tcase 1:
+        \t\tf := func() int { return 1 }
+        \t\t_ = f
+        \tdefault:
+        \t}
+        }
+        """)
+    index = DefinitionIndex()
+    around = index.definitions_around("m.go", text, 6, 6, "k")
+    whole = DefinitionIndex().definitions("m.go", text, "k")
+    assert innermost(around, 6, 6) == innermost(whole, 6, 6) == one(whole, "run")
+    assert index.parses == 2  # the member, with errors; then the whole file
 
 
 @pytest.mark.parametrize(("language", "text", "after"), [
@@ -998,14 +1053,14 @@ def test_a_head_ends_before_a_statement_that_starts_at_the_margin(
     assert treesitter._top_level_after(split_lines(text), 1, language) == after
 
 
-def test_a_head_that_does_not_parse_cleanly_gives_way_to_the_whole_file() -> None:
-    """A head that ends inside a string (text at the margin) parses with an error: the
+def test_a_part_that_does_not_parse_cleanly_gives_way_to_the_whole_file() -> None:
+    """A part that ends inside a string (text at the margin) parses with an error: the
     definitions come from the whole file, the same as listing it."""
     text = ('def f():\n    s = """\nmargin text\n"""\n    return s\n\n\n'
             'def g():\n    return 1\n')
     index = DefinitionIndex()
     around = index.definitions_around("m.py", text, 2, 2, "m")
-    assert not index._heads._data  # the head was not kept
+    assert not index._parts._data  # the part was not kept
     assert innermost(around, 2, 2) == one(DefinitionIndex().definitions("m.py", text, "m"),
                                           "f")
     assert innermost(around, 2, 2).end_line == 5  # type: ignore[union-attr]
