@@ -38,10 +38,22 @@ from verified_memory.anchors.treesitter import (
     language_for,
 )
 from verified_memory.models import Anchor
+from verified_memory.verify import naming
 
 Row = tuple[str, str, int, int]
 
 FIXTURES = Path(__file__).parent / "fixtures" / "anchors"
+
+
+#: The least lines a file has for only a part of it to be parsed, as shipped.
+PART_MIN_ROWS = treesitter._PART_MIN_ROWS
+
+
+@pytest.fixture(autouse=True)
+def parts_of_short_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts of files are parsed whatever their length, so that the fixtures here (a
+    few dozen lines) exercise them."""
+    monkeypatch.setattr(treesitter, "_PART_MIN_ROWS", 0)
 
 
 def src(text: str) -> str:
@@ -947,6 +959,83 @@ def test_the_definitions_around_a_place_answer_as_the_whole_list(
         assert innermost(whole, 4, 4) == one(whole, "Config::name")
 
 
+#: Objects whose members no line can tell apart (a quoted key starts no statement): a
+#: block of them is parsed whole, never cut at a statement inside one of its functions.
+QUOTED_MEMBERS = ("server.test.js", src("""
+    module.exports = {
+      'test a': function(){
+        var app = create(function(req, res){
+          res.send(1);
+        });
+        check(app);
+      },
+
+      'test b': function(){
+        var server = create();
+        server.get('/', function(req, res){
+          res.end();
+        });
+      }
+    };
+    """))
+
+
+@pytest.mark.parametrize(("path", "text"), [
+    *AROUND_EDGES, QUOTED_MEMBERS, ("session.py", PYTHON), ("app.js", JAVASCRIPT),
+    ("types.ts", TYPESCRIPT), ("stack.go", GO), ("point.rs", RUST), ("Repo.java", JAVA)])
+@pytest.mark.parametrize("member_rows", [treesitter._MEMBER_ROWS, 0])
+def test_the_definitions_of_a_name_answer_as_the_whole_list(
+        path: str, text: str, member_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``named`` lists, for any word of a definition's name, every definition whose
+    simple name holds it exactly as the whole list does (name, span, hashes), from the
+    parts of the file where the word is written; also where every statement at the
+    margin is cut down to its members (``_MEMBER_ROWS`` 0)."""
+    monkeypatch.setattr(treesitter, "_MEMBER_ROWS", member_rows)
+    whole = DefinitionIndex().definitions(path, text, "k")
+    words = {w.lstrip("_") for d in whole for w in naming.words(d.name)} | {"create", "x"}
+    for word in sorted(words - {""}):
+        named = DefinitionIndex().named(path, text, word, "k")
+        assert [d for d in named if word in naming.simple(d.name)] == \
+            [d for d in whole if word in naming.simple(d.name)], (path, word)
+
+
+def test_a_name_in_a_long_class_parses_only_the_members_that_write_it() -> None:
+    """In a long class, the definitions of one name come from a parse of the class's
+    head, its closing brace and the members where the name is written (declared or
+    called); a name written nowhere costs no parse at all."""
+    members = "".join(f"\n    int size{n}() {{\n        return {n};\n    }}\n" for n in range(40))
+    text = f"class Big {{{members}\n    int total() {{\n        return size7() + size9();\n" \
+           "    }\n}\n"
+    index = DefinitionIndex()
+    named = index.named("Big.java", text, "size7", "k")
+    assert index.parses == 1
+    assert [d.name for d in named] == ["Big", "Big.size7", "Big.total"]
+    whole = DefinitionIndex().definitions("Big.java", text, "k")
+    assert find(named, "Big.size7") == find(whole, "Big.size7")
+    assert one(named, "Big") == one(whole, "Big")  # its span from the rows kept
+    assert index.named("Big.java", text, "missing", "k") == ()
+    assert index.parses == 1
+    index.definitions("Big.java", text, "k")
+    assert index.named("Big.java", text, "size8", "k") == whole  # the list at hand serves
+    assert index.parses == 2
+
+
+def test_a_short_file_is_parsed_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below ``_PART_MIN_ROWS`` lines, finding the part of a file to parse would cost
+    about what the parse saves: the whole file is parsed, and its tree kept."""
+    monkeypatch.setattr(treesitter, "_PART_MIN_ROWS", PART_MIN_ROWS)
+    text = _big_python_file()
+    lines = split_lines(text)
+    short = "\n".join(lines[:PART_MIN_ROWS - 1]) + "\n"
+    index = DefinitionIndex()
+    index.anchor_for("short.py", short, 20, 20, key="short")
+    index.named("short.py", short, "handle", key="short")
+    assert not index._parts._data
+    assert index.parses == 1  # the whole file, once, for both questions
+    index.anchor_for("big.py", text, 900, 900, key="big")
+    assert index._parts._data  # a long one: a part
+
+
 def test_an_anchor_parses_the_part_of_the_file_around_it_and_lists_only_its_definitions(
         ) -> None:
     """``anchor_for`` on a file not listed yet parses only the statements at the margin
@@ -963,7 +1052,7 @@ def test_an_anchor_parses_the_part_of_the_file_around_it_and_lists_only_its_defi
     assert anchor.offset == 1
     assert index.parses == 1
     assert len(index) == 0
-    (_, lo, hi), = index._parts._data.values()
+    (_, [(lo, hi)]), = index._parts._data.values()
     assert lines[lo].startswith("class Handler")
     assert lines[hi].startswith("class Handler")
     assert lo < line < hi
@@ -993,10 +1082,13 @@ def test_in_a_long_class_only_the_member_around_the_place_is_parsed() -> None:
     line = lines.index("        return 20;")
     index = DefinitionIndex()
     around = index.definitions_around("Big.java", text, line + 1, line + 1, "k")
-    (tree, lo, hi), = index._parts._data.values()
+    (tree, [head, (lo, hi), closing]), = index._parts._data.values()
+    assert [lines[row] for row in range(*head)] == ["public class Big", "        extends Base",
+                                                   "{"]
     assert (lines[lo], lines[hi]) == ("    @Override", "    @Override")
     assert hi - lo == 5
     assert lo < line < hi
+    assert [lines[row] for row in range(*closing)] == ["}"]
     parsed = tree.root_node.text.decode()
     assert parsed.count("size") == 1
     assert "extends Base" in parsed
@@ -1008,13 +1100,15 @@ def test_in_a_long_class_only_the_member_around_the_place_is_parsed() -> None:
     assert one(whole, "Big.size20").start_line == lo + 1  # the annotation is the method's
 
 
-def test_a_member_cut_that_does_not_parse_gives_way_to_the_whole_statement(
+def test_lines_that_leave_a_bracket_or_string_open_are_parsed_not_blanked(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A member that is not one (a ``case`` at the statement's indentation in a long Go
-    function) cuts a switch apart: that part has errors and is not used, and the
-    definitions come from the whole file, the same as from listing it."""
+    """Lines between the parts kept are parsed as blank only when they close all they
+    open (``_blank``). A ``case`` at the indentation of a long Go function's
+    statements looks like one: the lines around it that open and close the ``switch``
+    are parsed too. Code at the margin inside a bundle's object, or text at the margin
+    inside a string, is not taken for a statement of its own either."""
     monkeypatch.setattr(treesitter, "_MEMBER_ROWS", 0)
-    text = src("""
+    go = src("""
         package main
 
         func run(x int) {
@@ -1026,11 +1120,46 @@ def test_a_member_cut_that_does_not_parse_gives_way_to_the_whole_statement(
         \t}
         }
         """)
-    index = DefinitionIndex()
-    around = index.definitions_around("m.go", text, 6, 6, "k")
-    whole = DefinitionIndex().definitions("m.go", text, "k")
-    assert innermost(around, 6, 6) == innermost(whole, 6, 6) == one(whole, "run")
-    assert index.parses == 2  # the member, with errors; then the whole file
+    bundle = src("""
+        var modules = ({
+        7: (function(module) {
+        class Request {
+          send() {
+            return 1;
+          }
+        }
+        module.exports = Request;
+        })
+        });
+        """)
+    docs = ('HELP = """\nUsage:\n\ndef handler(request):\n    return 1\n"""\n\n\n'
+            'def main():\n    pass\n')
+    for path, text, line in (("m.go", go, 6), ("dist.js", bundle, 5), ("cli.py", docs, 5)):
+        index = DefinitionIndex()
+        around = index.definitions_around(path, text, line, line, "k")
+        whole = DefinitionIndex().definitions(path, text, "k")
+        assert innermost(around, line, line) == innermost(whole, line, line), path
+    assert innermost(DefinitionIndex().definitions("dist.js", bundle, "k"), 5, 5).name == \
+        "modules.Request.send"  # type: ignore[union-attr]
+    lines = split_lines(go)
+    assert treesitter._Outline(lines, "go").part_rows([5]) == [(2, 10)]  # the function, whole
+    # lines that close one string and open the next are even in quotes, yet start inside
+    # a string: blanked, the first template would run on into the second
+    templates = src("""
+        package main
+
+        var Help = `NAME:
+        USAGE:
+        `
+
+        var Other = `OPTIONS:
+        Help
+        `
+        """)
+    named = DefinitionIndex().named("help.go", templates, "Help", "k")
+    whole = DefinitionIndex().definitions("help.go", templates, "k")
+    assert find(named, "Help") == find(whole, "Help")
+    assert one(whole, "Help").end_line == 5
 
 
 @pytest.mark.parametrize(("language", "text", "after"), [
@@ -1041,16 +1170,20 @@ def test_a_member_cut_that_does_not_parse_gives_way_to_the_whole_statement(
     ("python", "def f():\n    s = \"\"\"\ntext at the margin\n\"\"\"\nz = 1\n", 2),
     ("typescript", "const x = {\n  a: 1,\n}\nas const;\nexport function f() {}\n", 4),
     ("rust", "fn f() {}\n#[test]\nfn g() {}\n", 1),
+    ("rust", "#[test]\nfn g() {}\nfn f() {}\n", 2),
     ("go", "func f() {\n}\n\n// a comment\nfunc g() {}\n", 4),
 ])
-def test_a_head_ends_before_a_statement_that_starts_at_the_margin(
+def test_a_statement_at_the_margin_ends_where_the_next_one_starts(
         language: str, text: str, after: int) -> None:
-    """Where a head may end (``_top_level_after``, from line 1): at a line that starts a
-    statement in its first column: not a comment, a closing bracket, a line a backslash
-    continues or a word that continues the statement before (``else``, ``as``). Text
-    inside a string may start at the margin: the head then ends inside the string, has
-    an error and is not used (the whole file is parsed)."""
-    assert treesitter._top_level_after(split_lines(text), 1, language) == after
+    """Where the statement at the margin that holds line 1 ends (``_statement_starts``):
+    at a line that starts a statement in its first column: not a comment, a closing
+    bracket, a line a backslash continues, a word that continues the statement before
+    (``else``, ``as``) or the definition an attribute belongs to. Text inside a string
+    may start at the margin: the lines before it then hold an open string, and are not
+    blanked (``_blank``)."""
+    lines = split_lines(text)
+    starts = treesitter._statement_starts(lines, language, "", 0, len(lines))
+    assert next(start for start in starts if start > 0) == after
 
 
 def test_a_part_that_does_not_parse_cleanly_gives_way_to_the_whole_file() -> None:

@@ -28,7 +28,7 @@ Design points:
   around it (:func:`_around`, the query's captures limited to one node) from a tree the
   index keeps; on a large file that is a small part of listing every definition, with
   the same answer (the node is widened where a definition reaches outside its code).
-  That tree is of the part of the file that holds the place (:func:`_part_rows`: the
+  That tree is of the part of the file that holds the place (``_Outline.part_rows``: the
   statement at the margin, or one member of a long class), the other lines parsed as
   blank lines, unless the whole file's tree is at hand.
 * Missing grammars never crash anything: :func:`language_for` still answers and parsing
@@ -40,12 +40,14 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from itertools import pairwise
-from typing import TYPE_CHECKING
+from itertools import accumulate, pairwise
+from typing import TYPE_CHECKING, NamedTuple
 
 import xxhash
 
@@ -384,9 +386,13 @@ class DefinitionIndex:
         self._cache: BoundedCache[tuple[str, str], tuple[Definition, ...]] = BoundedCache(
             maxsize)
         self._trees: BoundedCache[tuple[str, str], Tree | None] = BoundedCache(self.TREES)
-        # trees of a part of a file (``_part``) and the rows a place must lie in to use it
-        self._parts: BoundedCache[tuple[str, str], tuple[Tree, int, int]] = BoundedCache(
-            self.TREES)
+        # trees of a part of a file (``_part``) and the rows kept in it
+        self._parts: BoundedCache[tuple[str, str], tuple[Tree, list[tuple[int, int]]]] = \
+            BoundedCache(self.TREES)
+        self._outlines: BoundedCache[tuple[str, str], _Outline] = BoundedCache(self.TREES)
+        # (language, key, word) -> the definitions of the parts that hold ``word`` (``named``)
+        self._named: BoundedCache[tuple[str, str, str], tuple[Definition, ...]] = \
+            BoundedCache(maxsize)
         self._around: BoundedCache[tuple[str, str, int, int], tuple[Definition, ...]] = \
             BoundedCache(maxsize)
         self._lock = threading.Lock()  # guards ``parses``
@@ -458,6 +464,42 @@ class DefinitionIndex:
 
         return self._around.get_or_compute((*cache_key, first, last), build)
 
+    def named(
+        self, path: str, text: str, word: str, key: str | None = None,
+        hashes: Sequence[int] | None = None, *, lines: Sequence[str] | None = None,
+        hasher: Callable[[], TextHasher] | None = None,
+    ) -> tuple[Definition, ...]:
+        """Definitions of ``text`` in source order, among them every one whose simple
+        name holds ``word`` (an identifier), each as the whole list has it: the whole
+        list when it is at hand, else the definitions of the parts of the file that hold
+        the lines where ``word`` occurs (``_Outline.part_rows``), which costs a fraction of
+        listing a large file when the name is written in a few places; none when no line
+        holds it (a name's words are spelled in its definition's lines). Arguments as
+        for :meth:`definitions`."""
+        found = self._file(path, text, key)
+        if found is None:
+            return ()
+        grammar, cache_key = found
+        whole = self._cache.get(cache_key)
+        if whole is not None or not word:
+            return whole if whole is not None else self.definitions(
+                path, text, key, hashes, lines=lines, hasher=hasher)
+
+        def build() -> tuple[Definition, ...]:
+            split = split_lines(text) if lines is None else lines
+            rows = [i for i, line in enumerate(split) if word in line]
+            if not rows:
+                return ()  # a definition's name is spelled in its own lines
+            tree = None if cache_key in self._trees or len(split) < _PART_MIN_ROWS \
+                else self._parse_part(
+                grammar, split, self._outline(grammar, cache_key, split).part_rows(rows))
+            if tree is None:
+                return self.definitions(path, text, key, hashes, lines=split, hasher=hasher)
+            return self._built(path, lambda: _build(
+                grammar, tree, split, hashes, hasher() if hasher is not None else None))
+
+        return self._named.get_or_compute((*cache_key, word), build)
+
     def anchor_for(
         self, path: str, text: str, line_start: int, line_end: int, key: str | None = None,
         hashes: Sequence[int] | None = None, *, lines: Sequence[str] | None = None,
@@ -506,21 +548,34 @@ class DefinitionIndex:
     def _part(self, grammar: _Grammar, cache_key: tuple[str, str], lines: Sequence[str],
               first: int, last: int, path: str) -> Tree | None:
         """The tree of the part of the file that holds lines ``first..last`` with every
-        definition around them (``_part_rows``), every other line parsed as blank: rows
+        definition around them (``_Outline.part_rows``), every other line parsed as blank: rows
         keep their numbers, and a large file costs the parse of one statement or
         member. Kept per file, and parsed again only for a place outside the part kept.
         None when the whole file's tree is at hand (or will serve as cheaply: a part of
         most of the file), or the part does not parse cleanly."""
-        if cache_key in self._trees:
+        if cache_key in self._trees or len(lines) < _PART_MIN_ROWS:
             return None
         kept = self._parts.get(cache_key)
-        if kept is not None and kept[1] <= first - 1 and last <= kept[2]:
+        if kept is not None and any(a <= first - 1 and last <= b for a, b in kept[1]):
             return kept[0]
-        part = _part_rows(lines, first, last, grammar.name)
-        if part is None:
+        ranges = self._outline(grammar, cache_key, lines).part_rows(range(first - 1, last))
+        tree = self._parse_part(grammar, lines, ranges)
+        if tree is None or ranges is None:
             return None
-        ranges, lo, hi = part
-        if sum(b - a for a, b in ranges) > _PART_SHARE * len(lines):
+        self._parts.pop(cache_key)  # the part of another place replaces the one kept
+        return self._parts.put(cache_key, (tree, ranges))[0]
+
+    def _outline(self, grammar: _Grammar, cache_key: tuple[str, str],
+                 lines: Sequence[str]) -> _Outline:
+        """The file's ``_Outline``, kept for the last ``TREES`` files."""
+        return self._outlines.get_or_compute(cache_key, lambda: _Outline(lines, grammar.name))
+
+    def _parse_part(self, grammar: _Grammar, lines: Sequence[str],
+                    ranges: Sequence[tuple[int, int]] | None) -> Tree | None:
+        """The tree of ``lines`` with only the rows of ``ranges`` kept, the others blank
+        (counted as a parse); None when the part is most of the file (no ranges, or
+        more than ``_PART_SHARE`` of its lines), or does not parse cleanly."""
+        if ranges is None or sum(b - a for a, b in ranges) > _PART_SHARE * len(lines):
             return None
         source = [""] * len(lines)
         for a, b in ranges:
@@ -533,13 +588,14 @@ class DefinitionIndex:
             self.parses += 1
         if tree is None or tree.root_node.has_error:
             return None
-        self._parts.pop(cache_key)  # the part of another place replaces the one kept
-        return self._parts.put(cache_key, (tree, lo, hi))[0]
+        return tree
 
     def clear(self) -> None:
         self._cache.clear()
         self._trees.clear()
         self._parts.clear()
+        self._named.clear()
+        self._outlines.clear()
         self._around.clear()
 
     def __len__(self) -> int:
@@ -586,6 +642,9 @@ class DefinitionIndex:
 #: A part parsed for the definitions around a place is at most this share of its file's
 #: lines (else the whole file is parsed: its tree serves every later question).
 _PART_SHARE = 0.75
+#: A file shorter than this (in lines) is parsed whole: finding the part of it to parse
+#: would cost about as much as the parse it saves.
+_PART_MIN_ROWS = 300
 #: A top-level statement longer than this (in lines) is cut down to the member around
 #: the place, in a language whose blocks are braces (a class, an ``impl``, a function).
 _MEMBER_ROWS = 100
@@ -613,114 +672,238 @@ def _starts_statement(lines: Sequence[str], at: int, language: str, indent: str 
     return rest.split(None, 1)[0].rstrip(":;({") not in _CONTINUING
 
 
-def _starts(lines: Sequence[str], rows: Iterable[int], language: str,
-            indent: str) -> Iterator[int]:
-    """The rows of ``rows`` that start a statement at ``indent`` (``_starts_statement``),
-    in their order. Each row is first tested cheaply: most lines are indented deeper,
-    and a scan passes hundreds of them."""
-    width = len(indent)
-    for at in rows:
-        char = lines[at][width:width + 1]
-        if (char.isalpha() or (char != "" and char in "_$@#")) \
-                and _starts_statement(lines, at, language, indent):
-            yield at
+def _statement_starts(lines: Sequence[str], language: str, indent: str, lo: int,
+                      hi: int) -> list[int]:
+    """The first rows of the statements at ``indent`` among rows ``lo..hi`` (half-open),
+    in order: each line that starts a statement (``_starts_statement``) and does not
+    follow a decorator, annotation or attribute, which belongs to the statement after
+    it (``@Override``, ``@property``, ``#[test]``). Rows before the first start belong
+    to no statement (a file's opening comments). The lines that may start one are
+    found by a regular expression over their text (most are indented deeper)."""
+    text = "\n" + "\n".join(lines[lo:hi])  # the line feed before each row
+    starts: list[int] = []
+    row, seen, decorated = lo, 0, False
+    for found in _may_start(indent).finditer(text):
+        row += text.count("\n", seen, found.start())  # feeds since the last: rows
+        seen = found.start()
+        if _starts_statement(lines, row, language, indent):
+            if not decorated:
+                starts.append(row)
+            decorated = lines[row].startswith(("@", "#["), len(indent))
+    return starts
 
 
-def _top_level_after(lines: Sequence[str], last: int, language: str, indent: str = "",
-                     floor: int = 0) -> int | None:
-    """The index of the first line after line ``last`` (1-based) that starts another
-    statement at the margin (at ``indent``: ``_starts_statement``) than the one that
-    holds line ``last`` (which starts at ``floor`` or after); the statement after a
-    decorator, annotation or attribute is the one it belongs to, not another. None
-    when there is none."""
-    holding = next(_starts(lines, range(last - 1, floor - 1, -1), language, indent), None)
-    decorated = holding is not None and _decorates(lines[holding], indent)
-    for at in _starts(lines, range(last, len(lines)), language, indent):
-        if not decorated:
-            return at
-        decorated = _decorates(lines[at], indent)
-    return None
+@lru_cache(maxsize=64)
+def _may_start(indent: str) -> re.Pattern[str]:
+    """Lines whose character after ``indent`` may start a statement: a letter, ``_``,
+    ``$``, ``@`` or ``#`` (``_starts_statement`` tells)."""
+    return re.compile("\n" + re.escape(indent) + r"(?:[^\W\d]|[$@#])")  # "\n": fast to find
 
 
-def _decorates(line: str, indent: str) -> bool:
-    """Whether a statement start is a decorator, annotation or attribute: it belongs to
-    the statement after it (``@Override``, ``@property``, ``#[test]``)."""
-    return line.startswith(("@", "#["), len(indent))
+@lru_cache(maxsize=64)
+def _shallower(width: int) -> re.Pattern[str]:
+    """Lines indented by fewer than ``width`` spaces or tabs (one at least), followed by
+    a character that may start a statement; group 1 is the indentation."""
+    return re.compile(rf"\n([ \t]{{1,{width - 1}}})(?:[^\W\d]|[$@#])")
 
 
-def _top_level_before(lines: Sequence[str], first: int, language: str, indent: str = "",
-                      floor: int = 0) -> int:
-    """The index of the line that starts the statement at the margin (at ``indent``)
-    holding line ``first`` (1-based): the last statement start at or before it, or the
-    decorator, annotation or attribute above it that belongs to it; ``floor`` when
-    there is none from there."""
-    starts = _starts(lines, range(first - 1, floor - 1, -1), language, indent)
-    start = next(starts, floor)
-    for above in starts:
-        if not _decorates(lines[above], indent):
-            break
-        start = above  # the definition's own decorator, annotation or attribute
-    return start
+#: What may open a string over several lines, by language: the lines of a piece left
+#: out must start and end outside them, and outside block comments.
+_SPANNING = {"python": (b'"""', b"'''"), "java": (b'"""',), "rust": (b'"',), "go": (b"`",)}
+_SPANNING_JS = (b"`",)
+_NO_BLOCK_COMMENTS = frozenset({"python"})
 
 
-def _part_rows(lines: Sequence[str], first: int, last: int,
-               language: str) -> tuple[list[tuple[int, int]], int, int] | None:
-    """The rows to parse for the definitions around lines ``first..last`` (1-based), as
-    half-open 0-based ranges, and the rows ``lo..hi`` a later place must lie in for the
-    same tree to serve it.
+class _Outline:
+    """Where a file's statements and members start, and what each piece of it opens
+    and closes, found once per file (``DefinitionIndex`` keeps the last ``TREES``):
+    every part of the file parsed for a question is chosen from it."""
 
-    A definition around the place lies inside the statements at the margin that hold
-    it (``_top_level_before``, ``_top_level_after``): the rest of the file cannot change
-    it. In a language whose blocks are braces, a long statement (a class, an ``impl``)
-    is cut down further to the member that holds the place (the same test at the
-    members' indentation), with the statement's head and closing lines: the class
-    around the member keeps its first and last row, and so its name and span. None
-    when no part of the file is smaller than the file."""
-    end = _top_level_after(lines, last, language)
-    end = len(lines) if end is None else end
-    start = _top_level_before(lines, first, language)
-    if language != "python" and end - start > _MEMBER_ROWS:
-        member = _member_rows(lines, first, last, language, start, end)
-        if member is not None:
-            return member
-    if start == 0 and end == len(lines):
+    def __init__(self, lines: Sequence[str], language: str) -> None:
+        self.lines, self.language = lines, language
+        tops = _statement_starts(lines, language, "", 0, len(lines))
+        #: the first row of each statement at the margin, and of the rows before them
+        self.tops = tops if tops[:1] == [0] else [0, *tops]
+        self._members: dict[int, tuple[str, int, int, list[int]] | None] = {}
+        self._quotes = _SPANNING.get(language, _SPANNING_JS)
+        self._comments = language not in _NO_BLOCK_COMMENTS
+        # the file's bytes, and where each row starts in them (each piece is counted in
+        # a slice: no text is joined again per question)
+        self._data = "\n".join(lines).encode("utf-8", "surrogatepass")
+        lengths: Iterable[int] = map(len, lines)
+        if len(self._data) + 1 != sum(map(len, lines)) + len(lines):  # not ASCII
+            lengths = (len(line.encode("utf-8", "surrogatepass")) for line in lines)
+        self._offsets = [at + row for row, at in enumerate(accumulate(lengths, initial=0))]
+        # (start, end) -> what those rows hold (``_piece``)
+        self._pieces: dict[tuple[int, int], tuple[bool, tuple[int, ...],
+                                                  tuple[bool, bool] | None]] = {}
+
+    def part_rows(self, rows: Iterable[int]) -> list[tuple[int, int]] | None:
+        """The rows to parse (half-open 0-based ranges, merged, in order) so that every
+        definition around each of ``rows`` (0-based) is in the tree as it is in the
+        whole file's, the others parsed as blank lines; None when that is the whole file.
+
+        A definition around a line lies inside the statement at the margin that holds
+        it (``_statement_starts``): the other statements cannot change it. In a language
+        whose blocks are braces, a long statement (a class, an ``impl``) is cut down
+        further to its head (up to its first member), the members that hold rows (the
+        same test at the members' indentation) and its closing lines: the class around
+        a member keeps its first and last row, and so its name and span. A statement or
+        member is left out only if it can be (``_blank``)."""
+        wanted = sorted(set(rows))
+        lines, bounds = self.lines, [*self.tops, len(self.lines)]
+        # the file in pieces, in order: (first row, end row, whether a wanted row is in
+        # it, whether it starts among a statement's members rather than at the margin)
+        pieces: list[_Piece] = []
+        for start, end in pairwise(bounds):
+            holds = _holds(wanted, start, end)
+            outline = self.members(start, end) if holds else None
+            if outline is None:
+                pieces.append(_Piece(start, end, holds, False))
+                continue
+            head_end, close, starts = outline[1:]
+            pieces.append(_Piece(start, head_end, True, False))
+            pieces += [_Piece(a, b, _holds(wanted, a, b), True)
+                       for a, b in pairwise([*starts, close])]
+            pieces.append(_Piece(close, end, True, True))
+        kept = self._blank([p for p in pieces if p.start < p.end])
+        return None if kept == [(0, len(lines))] else kept
+
+    def members(self, start: int, end: int) -> tuple[str, int, int, list[int]] | None:
+        """``_members`` of the statement of rows ``start..end``, where it is long and
+        blocks are braces (else None)."""
+        if self.language == "python" or end - start <= _MEMBER_ROWS:
+            return None
+        if start not in self._members:
+            self._members[start] = _members(self.lines, self.language, start, end)
+        return self._members[start]
+
+    def _blank(self, pieces: Sequence[_Piece]) -> list[tuple[int, int]]:
+        """The rows of the pieces to parse (merged ranges, in order): those that hold a
+        wanted row, and any other that cannot be parsed as blank lines without changing
+        what the others are.
+
+        A piece is left out only if it is whole, and so is the piece before it: it
+        closes every bracket it opens, and starts and ends outside multi-line strings
+        (an even count of their quotes from the start of the file) and block comments.
+        A piece that is not whole is a fragment of a statement cut where a line inside
+        it looked like the start of another (text at the margin in a string, a bundle's
+        modules at the margin); the piece after such a fragment may be what it
+        decorates. Told by counting, so a bracket or quote inside a string or comment
+        keeps more lines than needed, never fewer."""
+        state = _State((0,) * len(self._quotes), False)
+        kept: list[tuple[int, int]] = []
+        whole_before = True
+        for index, piece in enumerate(pieces):
+            balanced, parities, comments = self._piece(piece.start, piece.end)
+            after = _State(tuple(a ^ b for a, b in zip(state.parity, parities, strict=True)),
+                           comments[state.in_comment] if comments else False)
+            whole = balanced and state.outside() and after.outside()
+            if piece.holds or not (whole and whole_before):
+                if kept and kept[-1][1] == piece.start:
+                    kept[-1] = (kept[-1][0], piece.end)
+                else:
+                    kept.append((piece.start, piece.end))
+            # a cut statement's head opens the block its members are in: whole as a head
+            head = not piece.member and index + 1 < len(pieces) and pieces[index + 1].member
+            whole_before = whole or (head and state.outside() and after.outside())
+            state = after
+        return kept
+
+    def _piece(self, start: int, end: int
+               ) -> tuple[bool, tuple[int, ...], tuple[bool, bool] | None]:
+        """What rows ``start..end`` hold, counted once per file: whether they close
+        every bracket they open, the parity of each multi-line quote in them, and
+        whether they end inside a block comment if they start outside one, and if
+        inside (None where there are none)."""
+        found = self._pieces.get((start, end))
+        if found is None:
+            data = self._data[self._offsets[start]:self._offsets[end]]
+            brackets = data.translate(None, _NOT_BRACKETS)  # one pass, then a short one
+            balanced = all(brackets.count(o) == brackets.count(c)
+                           for o, c in (b"()", b"[]", b"{}"))
+            parities = tuple(data.count(quote) % 2 for quote in self._quotes)
+            comments = (_ends_in_comment(data, False), _ends_in_comment(data, True)) \
+                if self._comments and (b"/*" in data or b"*/" in data) else None
+            found = self._pieces[(start, end)] = (balanced, parities, comments)
+        return found
+
+
+class _Piece(NamedTuple):
+    """A statement at the margin, a member of one, or a cut statement's head or closing
+    lines: rows ``start..end`` (half-open)."""
+
+    start: int
+    end: int
+    holds: bool  # a row the question is about
+    member: bool  # starts among a statement's members, not at the margin
+
+
+class _State(NamedTuple):
+    """Where a file's lines stand after some rows: the parity of each multi-line
+    quote seen, and whether a block comment is open."""
+
+    parity: tuple[int, ...]
+    in_comment: bool
+
+    def outside(self) -> bool:
+        return not self.in_comment and not any(self.parity)
+
+
+#: Every byte but the brackets ``_Outline._piece`` counts.
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"()[]{}")))
+
+
+def _ends_in_comment(data: bytes, inside: bool) -> bool:
+    """Whether ``data`` ends inside a block comment, given whether it starts in one:
+    each ``/*`` opens one, up to the next ``*/`` (banners of ``/*`` lines are one)."""
+    at = 0
+    while True:
+        found = data.find(b"*/" if inside else b"/*", at)
+        if found < 0:
+            return inside
+        at, inside = found + 2, not inside
+
+
+def _holds(rows: Sequence[int], start: int, end: int) -> bool:
+    """Whether one of ``rows`` (sorted) is in ``start..end`` (half-open)."""
+    at = bisect_right(rows, start - 1)
+    return at < len(rows) and rows[at] < end
+
+
+def _members(lines: Sequence[str], language: str, start: int,
+             end: int) -> tuple[str, int, int, list[int]] | None:
+    """The members of the statement of rows ``start..end`` (half-open): their
+    indentation (the first line's inside the block the statement opens), where its
+    head ends (its first member), where its closing lines (less indented than its
+    members) start, and the first row of each member. None when they cannot be told:
+    the statement opens no block, its first line inside is not indented, or a
+    statement inside is less indented than that line (not a block of members)."""
+    opening = next((at for at in range(start, end) if lines[at].rstrip().endswith("{")), None)
+    inside = None if opening is None else next(
+        (at for at in range(opening + 1, end) if lines[at].strip()), None)
+    if inside is None:
         return None
-    return [(start, end)], start, end
-
-
-def _member_rows(lines: Sequence[str], first: int, last: int, language: str, start: int,
-                 end: int) -> tuple[list[tuple[int, int]], int, int] | None:
-    """``_part_rows`` within the statement of rows ``start..end`` (half-open): its head
-    (up to its first member), the members that hold lines ``first..last`` and its
-    closing lines (less indented than its members). None when the place is not inside
-    its members, or they cannot be told (no indented statement, a head that does not
-    open a brace)."""
-    indent = ""  # the members': the least indentation a statement has
-    for at in range(start + 1, end):
-        line = lines[at]
-        if line[:1] not in (" ", "\t") or (indent and line.startswith(indent)):
-            continue  # at the margin, or indented as deep as a statement seen already
-        code = line.lstrip(" \t")
-        width = len(line) - len(code)
-        if code and (not indent or width < len(indent)) \
-                and _starts_statement(lines, at, language, line[:width]):
-            indent = line[:width]
+    indent = lines[inside][:len(lines[inside]) - len(lines[inside].lstrip(" \t"))]
     if not indent:
         return None
-    head_end = _top_level_after(lines, start + 1, language, indent, floor=start + 1)
-    if head_end is None or head_end >= first or not any(
-            lines[at].rstrip().endswith("{") for at in range(start, head_end)):
-        return None  # the place is in the head, or the head opens no block
+    if len(indent) > 1:  # a statement less indented (a line indented at all, less)
+        text = "\n" + "\n".join(lines[inside + 1:end])
+        row, seen = inside + 1, 0
+        for found in _shallower(len(indent)).finditer(text):
+            row += text.count("\n", seen, found.start())
+            seen = found.start()
+            if not lines[row].startswith(indent) and _starts_statement(
+                    lines, row, language, found.group(1)):
+                return None
     close = end
-    while close > head_end and (not lines[close - 1].strip()
-                                or not lines[close - 1].startswith(indent)):
+    while close > inside and (not lines[close - 1].strip()
+                              or not lines[close - 1].startswith(indent)):
         close -= 1  # the statement's closing lines (``}``), and blank lines
-    if last > close:
+    starts = _statement_starts(lines, language, indent, inside, close)
+    if not starts:
         return None
-    member = _top_level_before(lines, first, language, indent, floor=head_end)
-    after = _top_level_after(lines, last, language, indent, floor=member)
-    after = close if after is None or after > close else after
-    return [(start, head_end), (member, after), (close, end)], member, after
+    return indent, starts[0], close, starts
 
 
 def _digest(text: str) -> str:

@@ -175,7 +175,8 @@ class AnchorLocator(Locator, Origins):
         if unique and _whole_definition(citation):
             return True  # as above, once a derived anchor says so
         anchor = citation.fingerprint.anchor
-        named = treesitter.find(self._defs(citation.path, file), anchor.name) if anchor else []
+        named = treesitter.find(self._named(citation.path, file, anchor.name),
+                                anchor.name) if anchor else []
         if origin is Provenance.OTHER:
             # identical blocks align arbitrarily: the unchanged definition still holding
             # the place outweighs the alignment
@@ -606,7 +607,7 @@ class AnchorLocator(Locator, Origins):
         anchor = citation.fingerprint.anchor
         return anchor is not None and any(
             d.text_hash == anchor.text_hash
-            for d in treesitter.find(self._defs(path, file), anchor.name))
+            for d in treesitter.find(self._named(path, file, anchor.name), anchor.name))
 
     def _choose_elsewhere(self, verifier: Verifier, citation: Citation, path: str,
                           file: FileText, places: Sequence[Location], gone: bool,
@@ -667,7 +668,7 @@ class AnchorLocator(Locator, Origins):
             if find_runs(home, citation.fingerprint.line_hashes):
                 return False
             if _may_define(home, citation) and any(
-                    naming.simple(d.name) == simple for d in self._defs(path, home)):
+                    naming.simple(d.name) == simple for d in self._named(path, home, simple)):
                 return False
         return True
 
@@ -697,7 +698,7 @@ class AnchorLocator(Locator, Origins):
         anchor = citation.fingerprint.anchor
         if anchor is None:
             return None
-        defs = self._defs(path, file)
+        defs = self._named(path, file, anchor.name)
         named = treesitter.find(defs, anchor.name)
         if not named:  # made private or public on the way: ``Cache`` -> ``_Cache``
             public = naming.public(anchor.name)
@@ -857,7 +858,7 @@ class AnchorLocator(Locator, Origins):
             return unknown
         if base.old is None:
             return True
-        before = self._defs(renamed_from.get(path, path), base.old)
+        before = self._named(renamed_from.get(path, path), base.old, name)
         if "<" not in name:
             return not treesitter.find(before, name)
         blind = naming.generic_blind(name)
@@ -887,7 +888,7 @@ class AnchorLocator(Locator, Origins):
                                     hasher=old.hasher)
         if at is not None:
             return at
-        named = treesitter.find(self._defs(citation.path, old), anchor.name)
+        named = treesitter.find(self._named(citation.path, old, anchor.name), anchor.name)
         if not named:
             return None
         return min(named, key=lambda d: abs(d.start_line - start))
@@ -931,6 +932,16 @@ class AnchorLocator(Locator, Origins):
         return self.index.definitions(path, file.text, key=file.blob_sha, hashes=file.hashes,
                                       lines=file.lines, hasher=file.hasher)
 
+    def _named(self, path: str, file: FileText,
+               name: str) -> tuple[treesitter.Definition, ...]:
+        """Definitions of ``file`` among them every one of the simple name of ``name``,
+        private or not (``_Cache`` for ``Cache``), under any qualifier or generic
+        parameters: a question about one name parses only the parts of a large file
+        where the last word of that name is written (``DefinitionIndex.named``)."""
+        word = naming.last_word(naming.generic_blind(name)).lstrip("_")
+        return self.index.named(path, file.text, word, key=file.blob_sha, hashes=file.hashes,
+                                lines=file.lines, hasher=file.hasher)
+
     def _held_intact(self, citation: Citation, path: str, file: FileText,
                      place: Location) -> bool:
         """Whether the citation's anchor (as fingerprinted, not derived) names a
@@ -939,7 +950,7 @@ class AnchorLocator(Locator, Origins):
         anchor = citation.fingerprint.anchor
         return anchor is not None and any(
             d.text_hash == anchor.text_hash and d.contains(place.line_start, place.line_end)
-            for d in treesitter.find(self._defs(path, file), anchor.name))
+            for d in treesitter.find(self._named(path, file, anchor.name), anchor.name))
 
 
 def _changed_place(citation: Citation, anchor: Anchor, definition: treesitter.Definition,
