@@ -234,6 +234,23 @@ def test_mentions_answers_whether_a_word_is_in_the_text() -> None:
     assert file.mentions("fetch")
 
 
+def test_mentions_answers_as_the_text_once_the_file_is_squeezed() -> None:
+    """Once a file's squeezed text is made, a word is first looked for there; it holds
+    every word the text holds, and words the text does not (two words a space apart,
+    run together): those, and words with a space or comma, are looked for in the text."""
+    text = b"int count = total ,\n    items;\nreturn count;\n"
+    for word in ("count", "total", "intcount", "total,items", "int count", "items", "absent"):
+        plain, squeezed = (FileText.from_bytes("blob", text) for _ in range(2))
+        assert plain is not None
+        assert squeezed is not None
+        squeezed.squeezed()
+        assert squeezed.mentions(word) == plain.mentions(word) == (word in text.decode()), word
+    file = FileText.from_bytes("blob", text)
+    assert file is not None
+    assert "intcount" in file.squeezed()
+    assert not file.mentions("intcount")  # in the squeezed text only
+
+
 def test_names_answers_whether_a_word_is_a_whole_word_of_the_text() -> None:
     file = FileText.from_bytes("blob", "def run_e(rt):\n    return Runtime($run, _Run, café)\n"
                                        .encode())
