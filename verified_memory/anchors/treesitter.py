@@ -43,7 +43,7 @@ import os
 import re
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from itertools import accumulate, pairwise
@@ -680,17 +680,27 @@ def _statement_starts(lines: Sequence[str], language: str, indent: str, lo: int,
     it (``@Override``, ``@property``, ``#[test]``). Rows before the first start belong
     to no statement (a file's opening comments). The lines that may start one are
     found by a regular expression over their text (most are indented deeper)."""
-    text = "\n" + "\n".join(lines[lo:hi])  # the line feed before each row
     starts: list[int] = []
-    row, seen, decorated = lo, 0, False
-    for found in _may_start(indent).finditer(text):
-        row += text.count("\n", seen, found.start())  # feeds since the last: rows
-        seen = found.start()
+    decorated = False
+    for row, _ in _matching_rows(lines, _may_start(indent), lo, hi):
         if _starts_statement(lines, row, language, indent):
             if not decorated:
                 starts.append(row)
             decorated = lines[row].startswith(("@", "#["), len(indent))
     return starts
+
+
+def _matching_rows(lines: Sequence[str], pattern: re.Pattern[str], lo: int,
+                   hi: int) -> Iterator[tuple[int, re.Match[str]]]:
+    """Each match of ``pattern`` (one that starts at a line feed and stays on its line)
+    in rows ``lo..hi`` (half-open), each row read after a line feed, with its row: one
+    regular expression over the joined text, not a test of each line."""
+    text = "\n" + "\n".join(lines[lo:hi])
+    row, seen = lo - 1, 0
+    for found in pattern.finditer(text):
+        row += text.count("\n", seen, found.start() + 1)  # the feeds up to this match's
+        seen = found.start() + 1
+        yield row, found
 
 
 @lru_cache(maxsize=64)
@@ -730,9 +740,8 @@ class _Outline:
         # the file's bytes, and where each row starts in them (each piece is counted in
         # a slice: no text is joined again per question)
         self._data = "\n".join(lines).encode("utf-8", "surrogatepass")
-        lengths: Iterable[int] = map(len, lines)
-        if len(self._data) + 1 != sum(map(len, lines)) + len(lines):  # not ASCII
-            lengths = (len(line.encode("utf-8", "surrogatepass")) for line in lines)
+        lengths: Iterable[int] = map(len, lines) if self._data.isascii() else (
+            len(line.encode("utf-8", "surrogatepass")) for line in lines)
         self._offsets = [at + row for row, at in enumerate(accumulate(lengths, initial=0))]
         # (start, end) -> what those rows hold (``_piece``)
         self._pieces: dict[tuple[int, int], tuple[bool, tuple[int, ...],
@@ -888,11 +897,7 @@ def _members(lines: Sequence[str], language: str, start: int,
     if not indent:
         return None
     if len(indent) > 1:  # a statement less indented (a line indented at all, less)
-        text = "\n" + "\n".join(lines[inside + 1:end])
-        row, seen = inside + 1, 0
-        for found in _shallower(len(indent)).finditer(text):
-            row += text.count("\n", seen, found.start())
-            seen = found.start()
+        for row, found in _matching_rows(lines, _shallower(len(indent)), inside + 1, end):
             if not lines[row].startswith(indent) and _starts_statement(
                     lines, row, language, found.group(1)):
                 return None

@@ -104,10 +104,9 @@ class FileText:
         text holds, so most files are told apart there."""
         found = self._mentions.get(word)
         if found is None:
-            squeezed = self._squeezed
-            found = self._mentions[word] = (
-                squeezed is None or word in squeezed or "," in word
-                or "".join(word.split()) != word) and word in self.text
+            absent = self._squeezed is not None and squeeze(word) == word \
+                and word not in self._squeezed
+            found = self._mentions[word] = not absent and word in self.text
         return found
 
     def names(self, word: str) -> bool:
