@@ -1020,6 +1020,31 @@ def test_a_name_in_a_long_class_parses_only_the_members_that_write_it() -> None:
     assert index.parses == 2
 
 
+def test_a_long_python_class_keeps_its_last_member_for_its_span() -> None:
+    """A Python block ends at its last statement, not at a closing brace: a long class
+    is cut down to its head, the members that write the name and its last member, so
+    the class keeps its span. A long statement that is not a class or function (an
+    ``if`` whose ``else:`` is at the margin) is not cut into members."""
+    members = "".join(f"\n    def size{n}(self):\n        return {n}\n" for n in range(40))
+    text = f'class Big:\n    """Sizes."""\n{members}\n    def total(self):\n' \
+           "        return self.size7() + self.size9()\n\n\ndef after():\n    pass\n"
+    lines = split_lines(text)
+    outline = treesitter._Outline(lines, "python")
+    seven = lines.index("    def size7(self):")
+    kept = outline.part_rows([seven])
+    total = lines.index("    def total(self):")
+    assert kept == [(0, 3), (seven, seven + 3), (total, len(lines) - 2)]  # not after()
+    index = DefinitionIndex()
+    named = index.named("big.py", text, "size7", "k")
+    whole = DefinitionIndex().definitions("big.py", text, "k")
+    assert [d.name for d in named] == ["Big", "Big.size7", "Big.total"]
+    assert one(named, "Big") == one(whole, "Big")  # its last row from the member kept
+    assert find(named, "Big.size7") == find(whole, "Big.size7")
+    branches = "".join(f"    x{n} = {n}\n" for n in range(120))
+    branchy = f"if ready:\n{branches}else:\n{branches}"
+    assert treesitter._Outline(split_lines(branchy), "python").members(0, 243) is None
+
+
 def test_a_short_file_is_parsed_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     """Below ``_PART_MIN_ROWS`` lines, finding the part of a file to parse would cost
     about what the parse saves: the whole file is parsed, and its tree kept."""

@@ -646,7 +646,7 @@ _PART_SHARE = 0.75
 #: would cost about as much as the parse it saves.
 _PART_MIN_ROWS = 300
 #: A top-level statement longer than this (in lines) is cut down to the member around
-#: the place, in a language whose blocks are braces (a class, an ``impl``, a function).
+#: the place (a class, an ``impl``, a function; in Python only a class or function).
 _MEMBER_ROWS = 100
 #: Words that may start a line at the margin yet continue the statement before it (a
 #: class head wrapped before ``extends``, a Rust ``where`` clause, ``} else {``...).
@@ -753,12 +753,13 @@ class _Outline:
         whole file's, the others parsed as blank lines; None when that is the whole file.
 
         A definition around a line lies inside the statement at the margin that holds
-        it (``_statement_starts``): the other statements cannot change it. In a language
-        whose blocks are braces, a long statement (a class, an ``impl``) is cut down
-        further to its head (up to its first member), the members that hold rows (the
-        same test at the members' indentation) and its closing lines: the class around
-        a member keeps its first and last row, and so its name and span. A statement or
-        member is left out only if it can be (``_blank``)."""
+        it (``_statement_starts``): the other statements cannot change it. A long
+        statement (a class, an ``impl``) is cut down further to its head (up to its
+        first member), the members that hold rows (the same test at the members'
+        indentation) and its closing lines (its closing brace; in Python, whose blocks
+        end at their last statement, its last member): the class around a member keeps
+        its first and last row, and so its name and span. A statement or member is
+        left out only if it can be (``_blank``)."""
         wanted = sorted(set(rows))
         lines, bounds = self.lines, [*self.tops, len(self.lines)]
         # the file in pieces, in order: (first row, end row, whether a wanted row is in
@@ -779,9 +780,14 @@ class _Outline:
         return None if kept == [(0, len(lines))] else kept
 
     def members(self, start: int, end: int) -> tuple[str, int, int, list[int]] | None:
-        """``_members`` of the statement of rows ``start..end``, where it is long and
-        blocks are braces (else None)."""
-        if self.language == "python" or end - start <= _MEMBER_ROWS:
+        """``_members`` of the statement of rows ``start..end``, where it is long (and,
+        in Python, a class or function: other blocks continue at the margin, ``else:``)
+        (else None)."""
+        if end - start <= _MEMBER_ROWS:
+            return None
+        if self.language == "python" and not next(
+                (line for line in self.lines[start:end] if line[:1].isalpha()),
+                "").startswith(("class ", "def ", "async def ")):
             return None
         if start not in self._members:
             self._members[start] = _members(self.lines, self.language, start, end)
@@ -885,10 +891,12 @@ def _members(lines: Sequence[str], language: str, start: int,
     """The members of the statement of rows ``start..end`` (half-open): their
     indentation (the first line's inside the block the statement opens), where its
     head ends (its first member), where its closing lines (less indented than its
-    members) start, and the first row of each member. None when they cannot be told:
+    members; in Python, its last member) start, and the first row of each member
+    before them. None when they cannot be told:
     the statement opens no block, its first line inside is not indented, or a
     statement inside is less indented than that line (not a block of members)."""
-    opening = next((at for at in range(start, end) if lines[at].rstrip().endswith("{")), None)
+    opens = _opens_block_py if language == "python" else _opens_block
+    opening = next((at for at in range(start, end) if opens(lines[at])), None)
     inside = None if opening is None else next(
         (at for at in range(opening + 1, end) if lines[at].strip()), None)
     if inside is None:
@@ -906,9 +914,25 @@ def _members(lines: Sequence[str], language: str, start: int,
                               or not lines[close - 1].startswith(indent)):
         close -= 1  # the statement's closing lines (``}``), and blank lines
     starts = _statement_starts(lines, language, indent, inside, close)
+    if language == "python" and starts:
+        # a block ends at its last statement (no closing brace): that member is kept
+        # as the closing lines, so the statement keeps its span
+        close = starts.pop()
     if not starts:
         return None
     return indent, starts[0], close, starts
+
+
+def _opens_block(line: str) -> bool:
+    return line.rstrip().endswith("{")
+
+
+def _opens_block_py(line: str) -> bool:
+    """Whether a Python line ends a block's head (``:``, then perhaps a comment)."""
+    return _PY_BLOCK_HEAD.search(line) is not None
+
+
+_PY_BLOCK_HEAD = re.compile(r":[ \t]*(?:#.*)?$")
 
 
 def _digest(text: str) -> str:
