@@ -484,7 +484,8 @@ def test_each_ref_is_resolved_once_per_run(repo: GitRepo,
 def test_the_rename_diff_is_started_ahead_and_collected(repo: GitRepo,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A commit whose cited files changed gets its rename diff started before its
-    citations are checked (git works meanwhile); the check collects that one process
+    citations are checked (git works meanwhile), one per kind of file cited, among the
+    files of that kind (a pathspec of its endings); the check collects those processes
     and the answers do not change."""
     started: list[list[str]] = []
     real = subprocess.Popen
@@ -498,8 +499,9 @@ def test_the_rename_diff_is_started_ahead_and_collected(repo: GitRepo,
     got = library_check(repo, every, AnchorLocator(DefinitionIndex(), derive_anchors=True))
     assert got == expected()
     diffs = [args for args in started if "diff-tree" in args]
-    assert len(diffs) == 1
-    assert first(repo) in diffs[0]
+    assert sorted(args[args.index("--") + 1:] for args in diffs) == [
+        [":(icase)*.go"], [":(icase)*.py", ":(icase)*.pyi"]]
+    assert all(first(repo) in args for args in diffs)
     # the unchanged README alone starts none: nothing there can need it
     started.clear()
     readme = [c for c in every if c["id"] == "readme"]

@@ -525,6 +525,13 @@ def test_renames_from_one_compare_call(
     assert again.renames(old, new) == found  # kept on disk: both ends are commits
     assert again.changed_paths(old, new) == ("src/text/strings.py",)
     assert fake.calls["compare"] == 1
+    # among the files of some endings only, from the same answer
+    assert again.renames(old, new, suffixes=(".py",)) == (
+        Rename("src/util/strings.py", "src/text/strings.py", 100),)
+    assert again.renames(old, new, suffixes=(".txt",)) == ()
+    assert again.renames(old, new, suffixes=(".md",)) == (Rename("README.md", None),)
+    assert again.changed_paths(old, new, suffixes=(".md",)) == ()
+    assert fake.calls["compare"] == 1
 
 
 def test_renames_when_github_no_longer_knows_the_old_commit(

@@ -28,7 +28,7 @@ from verified_memory.sources import (
     parse_remote_url,
     repo_from_remote,
 )
-from verified_memory.sources.base import BatchReader, Reopenable, no_file
+from verified_memory.sources.base import BatchReader, Reopenable, narrowed, no_file
 from verified_memory.sources.discovery import no_repo_named
 
 symlinks = pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges")
@@ -800,6 +800,62 @@ def test_renames_with_an_edit_reports_similarity(repo: GitRepo, source: LocalGit
     (rename,) = source.renames(old, "HEAD")
     assert (rename.old, rename.new) == ("long.py", "pkg/long.py")
     assert 50 <= rename.similarity < 100
+
+
+def _moved_across_kinds(repo: GitRepo) -> tuple[str, str]:
+    """Commits before and after a Python file is renamed to another ending, a guide
+    is moved, a file whose ending is upper case is moved, and a Python file added."""
+    body = "".join(f"line {i}\n" for i in range(40))
+    repo.write("tool.py", body)
+    repo.write("docs/guide.md", body + "guide\n")
+    repo.write("Main.PY", body + "main\n")
+    old = repo.commit("files")
+    repo.move("tool.py", "tool.pyx")
+    repo.move("docs/guide.md", "guide.md")
+    repo.move("Main.PY", "pkg/Main.PY")
+    repo.write("new.py", "Y = 2\n")
+    return old, repo.commit("moves")
+
+
+PYTHON_ENDINGS = (".py", ".pyi")
+
+
+def test_renames_among_some_endings_keep_to_those_files(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``suffixes``, git looks for renames among those files only (a pathspec: it
+    compares far fewer files where a restructure moves hundreds of others), in any
+    case: a file renamed to another ending is deleted there, a document moved is not
+    seen, and the changed paths are those files'; what ``narrowed`` says of the whole
+    answer. A diff started ahead for those endings is the one collected."""
+    old, new = _moved_across_kinds(repo)
+    spy = PopenSpy(monkeypatch)
+    with LocalGitSource(repo.path) as source:
+        every = source.renames(old, new)
+        assert {(r.old, r.new) for r in every} == {
+            ("tool.py", "tool.pyx"), ("docs/guide.md", "guide.md"), ("Main.PY", "pkg/Main.PY")}
+        source.prefetch_renames([(old, new)], suffixes=PYTHON_ENDINGS)
+        started = len(_diff_trees(spy))
+        among = source.renames(old, new, suffixes=PYTHON_ENDINGS)
+        assert {(r.old, r.new) for r in among} == {("tool.py", None), ("Main.PY", "pkg/Main.PY")}
+        assert set(among) == set(narrowed(every, PYTHON_ENDINGS))
+        assert source.changed_paths(old, new, suffixes=PYTHON_ENDINGS) == [
+            "new.py", "pkg/Main.PY"]
+        assert len(_diff_trees(spy)) == started  # the one started ahead, collected
+        assert source.renames(old, new, suffixes=(".md",)) == (
+            Rename("docs/guide.md", "guide.md", 100),)
+
+
+def test_worktree_and_dict_sources_find_renames_among_some_endings(repo: GitRepo) -> None:
+    old, _ = _moved_across_kinds(repo)
+    repo.run("reset", "--soft", old)  # the moves in the working tree only
+    with WorktreeSource(repo.path) as worktree:
+        found = worktree.renames(old, "worktree", suffixes=PYTHON_ENDINGS)
+        assert {(r.old, r.new) for r in found} == {("tool.py", None), ("Main.PY", "pkg/Main.PY")}
+    dicts = DictSource({"old": {"a.py": "x\n", "b.py": "y\n"},
+                        "new": {"a.pyx": "x\n", "pkg/b.py": "y\n"}})
+    assert set(dicts.renames("old", "new", suffixes=PYTHON_ENDINGS)) == {
+        Rename("a.py", None), Rename("b.py", "pkg/b.py", 100)}
 
 
 def _diff_trees(spy: PopenSpy) -> list[subprocess.Popen[bytes]]:

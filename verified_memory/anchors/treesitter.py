@@ -43,10 +43,11 @@ import os
 import re
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from itertools import accumulate, pairwise
+from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
 import xxhash
@@ -81,6 +82,7 @@ __all__ = [
     "available",
     "default_index",
     "definitions",
+    "extensions",
     "find",
     "innermost",
     "language_for",
@@ -139,6 +141,14 @@ def language_for(path: str) -> str | None:
     """
     _, ext = os.path.splitext(path)
     return EXTENSIONS.get(ext.lower())
+
+
+def extensions() -> Mapping[str, str]:
+    """Every file extension a grammar covers (lower case, with the dot) -> its language."""
+    return _EXTENSIONS_VIEW
+
+
+_EXTENSIONS_VIEW = MappingProxyType(EXTENSIONS)
 
 
 def available(language: str) -> bool:

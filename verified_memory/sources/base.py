@@ -37,7 +37,10 @@ __all__ = [
     "Reopenable",
     "SourceFactory",
     "SourcesByRepo",
+    "Suffixes",
     "git_blob_sha",
+    "has_suffix",
+    "narrowed",
     "no_file",
 ]
 
@@ -49,6 +52,26 @@ class Rename:
     old: str
     new: str | None
     similarity: int = 100
+
+
+#: File name endings (lower case, with the dot: ``(".py", ".pyi")``) that a search for
+#: renames keeps to, or None for every file.
+Suffixes = tuple[str, ...] | None
+
+
+def has_suffix(path: str, suffixes: Suffixes) -> bool:
+    """Whether ``path`` is among the files of ``suffixes`` (any case; all without)."""
+    return suffixes is None or path.lower().endswith(suffixes)
+
+
+def narrowed(renames: Iterable[Rename], suffixes: Suffixes) -> tuple[Rename, ...]:
+    """``renames`` as a search among the files of ``suffixes`` finds them (git with a
+    pathspec): a rename to a file of another suffix is a deletion, one from such a file
+    is not seen."""
+    if suffixes is None:
+        return tuple(renames)
+    return tuple(r if r.new is None or has_suffix(r.new, suffixes) else Rename(r.old, None)
+                 for r in renames if has_suffix(r.old, suffixes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +105,11 @@ class CodeSource(Protocol):
     def read_blob(self, blob_sha: str) -> bytes:
         """The bytes of a blob. Each blob is read at most once per run."""
 
-    def renames(self, old_revision: str, new_revision: str) -> Sequence[Rename]:
-        """Files renamed, moved or deleted between two revisions (git rename detection).
+    def renames(self, old_revision: str, new_revision: str, *,
+                suffixes: Suffixes = None) -> Sequence[Rename]:
+        """Files renamed, moved or deleted between two revisions (git rename detection);
+        with ``suffixes``, among the files whose names end with one of them only (any
+        case): a file renamed to another suffix is deleted there (``narrowed``).
 
         Sources that cannot tell return an empty sequence; the verifier then falls back
         to searching the tree."""
@@ -176,9 +202,11 @@ class PrefetchesRenames(Protocol):
     """A source that can start looking for renames between commits ahead of need
     (``git diff-tree`` running on another core while the verifier reads and parses)."""
 
-    def prefetch_renames(self, pairs: Iterable[tuple[str, str]]) -> None:
-        """Start finding the renames of these (old, new) commit pairs; ``renames`` then
-        answers from what was started. A warm-up only: failures are left to ``renames``."""
+    def prefetch_renames(self, pairs: Iterable[tuple[str, str]], *,
+                         suffixes: Suffixes = None) -> None:
+        """Start finding the renames of these (old, new) commit pairs (among files of
+        ``suffixes``, as ``renames`` would); ``renames`` then answers from what was
+        started. A warm-up only: failures are left to ``renames``."""
 
 
 @runtime_checkable
@@ -212,9 +240,11 @@ class ListsChanges(Protocol):
     the older one's tree (GitHub's ``compare``, already asked for renames): a request
     saved each time a citation's code is searched for in other files."""
 
-    def changed_paths(self, old_revision: str, new_revision: str) -> Sequence[str] | None:
-        """Paths at ``new_revision`` whose blob differs from ``old_revision``; None when
-        the source cannot tell (then the two trees are diffed)."""
+    def changed_paths(self, old_revision: str, new_revision: str, *,
+                      suffixes: Suffixes = None) -> Sequence[str] | None:
+        """Paths at ``new_revision`` whose blob differs from ``old_revision`` (with
+        ``suffixes``, of those only, as for ``renames``); None when the source cannot
+        tell (then the two trees are diffed)."""
 
 
 @runtime_checkable

@@ -30,7 +30,7 @@ from types import MappingProxyType, TracebackType
 from typing import Self
 
 from verified_memory.errors import NotFound, SourceUnavailable, ValidationError
-from verified_memory.sources.base import MainLine, Rename, git_blob_sha
+from verified_memory.sources.base import MainLine, Rename, Suffixes, git_blob_sha, narrowed
 
 __all__ = ["DictSource"]
 
@@ -148,8 +148,10 @@ class DictSource:
         except KeyError:
             raise NotFound(f"blob {blob_sha!r} does not exist in DictSource") from None
 
-    def renames(self, old_revision: str, new_revision: str) -> Sequence[Rename]:
-        """Exact renames (same blob sha at a path new in ``new``) and deletions.
+    def renames(self, old_revision: str, new_revision: str, *,
+                suffixes: Suffixes = None) -> Sequence[Rename]:
+        """Exact renames (same blob sha at a path new in ``new``) and deletions (of the
+        files of ``suffixes``, as ``narrowed`` says, when given).
 
         Unlike git there is no similarity search: an edited and moved file is reported
         as a deletion, which is what a test of the fallback path needs anyway.
@@ -167,7 +169,7 @@ class DictSource:
                 continue
             candidates = added.get(old[path])
             found.append(Rename(path, candidates.pop(0), 100) if candidates else Rename(path, None))
-        return found
+        return list(narrowed(found, suffixes))
 
     def main_line(self, branch: str | None = None) -> MainLine | None:
         """``branch`` (it must be a ref), else ``main`` when it is a ref, else ``HEAD``."""

@@ -64,7 +64,15 @@ from verified_memory.sources._github_http import (
     Retryable,
     RetryPolicy,
 )
-from verified_memory.sources.base import ClosingSource, MainLine, Rename, git_blob_sha
+from verified_memory.sources.base import (
+    ClosingSource,
+    MainLine,
+    Rename,
+    Suffixes,
+    git_blob_sha,
+    has_suffix,
+    narrowed,
+)
 from verified_memory.sources.blob_cache import DiskBlobCache, JsonCache, default_cache_dir
 
 if TYPE_CHECKING:
@@ -656,26 +664,33 @@ class GitHubSource(ClosingSource):
                 f"GitHub, or not reachable there), so whether {main} contains it cannot "
                 "be told")
 
-    def renames(self, old_revision: str, new_revision: str) -> Sequence[Rename]:
+    def renames(self, old_revision: str, new_revision: str, *,
+                suffixes: Suffixes = None) -> Sequence[Rename]:
         """Files renamed (``status: renamed``) or deleted (``removed``) between two
         revisions, from one ``compare`` request; cached for good (both ends are commits).
+        With ``suffixes``, those of the answer among such files (``narrowed``): GitHub
+        pairs renames among all files.
 
         An old commit GitHub no longer knows (rewritten history) yields no renames, and
         the verifier falls back to searching the tree. GitHub does not report a rename's
         similarity: renames without changes get 100, others 50 (git's threshold).
         """
         comparison = self._compare(old_revision, new_revision)
-        return comparison.renames if comparison else ()
+        return narrowed(comparison.renames, suffixes) if comparison else ()
 
-    def changed_paths(self, old_revision: str, new_revision: str) -> Sequence[str] | None:
+    def changed_paths(self, old_revision: str, new_revision: str, *,
+                      suffixes: Suffixes = None) -> Sequence[str] | None:
         """Paths at ``new_revision`` whose blob differs from ``old_revision`` (added,
-        modified or renamed files), from the same cached ``compare`` answer as
-        ``renames``: no extra request, and no listing of the old tree. None when GitHub
+        modified or renamed files; of ``suffixes`` only, when given), from the same
+        cached ``compare`` answer as ``renames``: no extra request, and no listing of
+        the old tree. None when GitHub
         cannot compare the two, or ``old_revision`` is not in ``new_revision``'s history
         (``compare`` then lists the changes since their merge base, not since
         ``old_revision``): then diff the two trees instead."""
         comparison = self._compare(old_revision, new_revision)
-        return comparison.changed if comparison and comparison.direct else None
+        if not comparison or not comparison.direct:
+            return None
+        return tuple(p for p in comparison.changed if has_suffix(p, suffixes))
 
     def _compare(self, old_revision: str, new_revision: str) -> _Comparison | None:
         old, new = self.resolve(old_revision), self.resolve(new_revision)

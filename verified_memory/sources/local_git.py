@@ -43,7 +43,7 @@ from typing import IO, TypeVar
 
 from verified_memory.cache import BoundedCache
 from verified_memory.errors import NotFound, SourceUnavailable
-from verified_memory.sources.base import ClosingSource, MainLine, Rename
+from verified_memory.sources.base import ClosingSource, MainLine, Rename, Suffixes
 from verified_memory.sources.permissions import unreadable_git_dir, unreadable_object
 
 try:
@@ -460,10 +460,10 @@ class LocalGitSource(ClosingSource):
             _MAX_TREE_OBJECTS)
         self._tree_reads = 0  # tree objects read one by one (not asked ahead)
         # (old, new) -> renames and deletions, and the paths whose blob changed
-        self._renames: dict[tuple[str, str], tuple[tuple[Rename, ...], Mapping[str, str]]] = {}
+        self._renames: dict[_DiffKey, tuple[tuple[Rename, ...], Mapping[str, str]]] = {}
         # diffs started by ``prefetch_renames``, collected by ``renames`` (or stopped
         # by ``close``, or when the source is garbage-collected)
-        self._pending: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
+        self._pending: dict[_DiffKey, subprocess.Popen[bytes]] = {}
         weakref.finalize(self, _stop_all, self._pending)
         self._cache_lock = threading.Lock()  # guards _renames, _pending, _main_lines, _contained
         self._main_lines: dict[str | None, MainLine | None] = {}
@@ -616,31 +616,36 @@ class LocalGitSource(ClosingSource):
             return None  # nothing there, or a regular file
         return _ENTRY_KINDS.get(entry[0], "not a regular file")
 
-    def renames(self, old_revision: str, new_revision: str) -> Sequence[Rename]:
-        """Renames (with git's similarity, 0-100) and deletions from ``old`` to ``new``.
+    def renames(self, old_revision: str, new_revision: str, *,
+                suffixes: Suffixes = None) -> Sequence[Rename]:
+        """Renames (with git's similarity, 0-100) and deletions from ``old`` to ``new``;
+        with ``suffixes``, among those files only (a pathspec: git compares far fewer
+        files, where a restructure adds and deletes hundreds of others).
 
         Uses ``git diff-tree -M``, the plumbing twin of ``git diff --name-status -M``,
         because plumbing ignores user configuration (``color.ui``, ``diff.relative``)
         that could change the output we parse. A diff ``prefetch_renames`` started is
         collected rather than run again.
         """
-        return self._tree_diff(old_revision, new_revision)[0]
+        return self._tree_diff(old_revision, new_revision, suffixes)[0]
 
-    def changed_paths(self, old_revision: str, new_revision: str) -> Sequence[str] | None:
+    def changed_paths(self, old_revision: str, new_revision: str, *,
+                      suffixes: Suffixes = None) -> Sequence[str] | None:
         """Paths at ``new_revision`` whose blob differs from ``old_revision`` (added,
-        modified or renamed files), in the order the tree lists them (git's order is
-        that of their bytes): from the same diff as ``renames``, which names their
-        blobs too, so neither commit's tree is listed for it."""
+        modified or renamed files; of ``suffixes`` only, when given), in the order the
+        tree lists them (git's order is that of their bytes): from the same diff as
+        ``renames``, which names their blobs too, so neither commit's tree is listed
+        for it."""
         new = self._commit(new_revision)
-        changed = self._tree_diff(old_revision, new)[1]
+        changed = self._tree_diff(old_revision, new, suffixes)[1]
         self._view(new).learn(changed)
         return sorted(changed, key=lambda path: path.encode("utf-8", "surrogateescape"))
 
-    def _tree_diff(self, old_revision: str, new_revision: str
+    def _tree_diff(self, old_revision: str, new_revision: str, suffixes: Suffixes
                    ) -> tuple[tuple[Rename, ...], Mapping[str, str]]:
-        """(renames and deletions, the paths whose blob changed) from ``old`` to ``new``:
-        one ``git diff-tree``, kept per pair."""
-        key = (self._commit(old_revision), self._commit(new_revision))
+        """(renames and deletions, the paths whose blob changed) from ``old`` to ``new``
+        among the files of ``suffixes``: one ``git diff-tree``, kept per pair."""
+        key = (self._commit(old_revision), self._commit(new_revision), suffixes)
         with self._cache_lock:
             cached = self._renames.get(key)
             started = self._pending.pop(key, None)
@@ -659,18 +664,19 @@ class LocalGitSource(ClosingSource):
         with self._cache_lock:
             return self._renames.setdefault(key, (tuple(renames), MappingProxyType(changed)))
 
-    def prefetch_renames(self, pairs: Iterable[tuple[str, str]]) -> None:
+    def prefetch_renames(self, pairs: Iterable[tuple[str, str]], *,
+                         suffixes: Suffixes = None) -> None:
         """Start ``git diff-tree`` for these (old, new) pairs of full commit shas in the
-        background, up to ``_PENDING_DIFFS`` at a time, so that git looks for renames
-        on another core while the verifier reads and parses; ``renames`` collects the
-        answer. A warm-up only: a pair that is not two full shas, or a git that cannot
-        start, is left for ``renames`` to meet."""
+        background (among the files of ``suffixes``), up to ``_PENDING_DIFFS`` at a time,
+        so that git looks for renames on another core while the verifier reads and
+        parses; ``renames`` collects the answer. A warm-up only: a pair that is not two
+        full shas, or a git that cannot start, is left for ``renames`` to meet."""
         with self._cache_lock:
-            for key in dict.fromkeys(pairs):
+            for key in dict.fromkeys((*pair, suffixes) for pair in pairs):
                 if len(self._pending) >= _PENDING_DIFFS:
                     return
                 if key in self._renames or key in self._pending or not all(
-                        isinstance(sha, str) and FULL_SHA.fullmatch(sha) for sha in key):
+                        isinstance(sha, str) and FULL_SHA.fullmatch(sha) for sha in key[:2]):
                     continue
                 try:
                     self._pending[key] = subprocess.Popen(
@@ -912,9 +918,21 @@ def parse_tree_object(body: bytes, id_size: int = 20) -> dict[bytes, tuple[bytes
     return entries
 
 
-def _diff_tree(old: str, new: str) -> tuple[str, ...]:
-    """The arguments of the rename diff between two commits."""
-    return ("diff-tree", "-r", "-z", "--raw", "--no-abbrev", "--find-renames", old, new, "--")
+def _diff_tree(old: str, new: str, suffixes: Suffixes) -> tuple[str, ...]:
+    """The arguments of the rename diff between two commits, among the files of
+    ``suffixes``."""
+    return ("diff-tree", "-r", "-z", "--raw", "--no-abbrev", "--find-renames", old, new, "--",
+            *pathspecs(suffixes))
+
+
+def pathspecs(suffixes: Suffixes) -> tuple[str, ...]:
+    """Git pathspecs of the files whose names end with one of ``suffixes`` (any case;
+    ``*`` crosses folders), or none (every file)."""
+    return () if suffixes is None else tuple(f":(icase)*{suffix}" for suffix in suffixes)
+
+
+#: (old commit, new commit, suffixes): one rename diff.
+_DiffKey = tuple[str, str, Suffixes]
 
 
 def _collect(proc: subprocess.Popen[bytes], path: Path,
@@ -931,7 +949,7 @@ def _collect(proc: subprocess.Popen[bytes], path: Path,
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
-def _stop_all(pending: dict[tuple[str, str], subprocess.Popen[bytes]]) -> None:
+def _stop_all(pending: dict[_DiffKey, subprocess.Popen[bytes]]) -> None:
     """Stop the background diffs nobody collected (their answers are not needed)."""
     while pending:
         _, proc = pending.popitem()

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verified_memory.errors import NotFound, SourceUnavailable
-from verified_memory.sources.base import ClosingSource, MainLine, Rename, git_blob_sha
+from verified_memory.sources.base import ClosingSource, MainLine, Rename, Suffixes, git_blob_sha
 from verified_memory.sources.discovery import find_working_copy
 from verified_memory.sources.local_git import (
     FULL_SHA,
@@ -51,6 +51,7 @@ from verified_memory.sources.local_git import (
     check_repository,
     decode_path,
     parse_raw_diff,
+    pathspecs,
     run_git,
 )
 
@@ -156,8 +157,10 @@ class WorktreeSource(ClosingSource):
                 f"at {self.root}"
             ) from None
 
-    def renames(self, old_revision: str, new_revision: str) -> Sequence[Rename]:
-        """Renames and deletions from a commit to the files on disk (``git diff -M``).
+    def renames(self, old_revision: str, new_revision: str, *,
+                suffixes: Suffixes = None) -> Sequence[Rename]:
+        """Renames and deletions from a commit to the files on disk (``git diff -M``;
+        among the files of ``suffixes``, when given).
 
         ``old_revision`` is used when it names a commit here, else ``HEAD``. Files moved
         to a path git does not track yet show up as deletions only. A repository with
@@ -171,6 +174,7 @@ class WorktreeSource(ClosingSource):
                 proc = run_git(
                     self.root, "diff", "--no-color", "--no-ext-diff", "--raw", "--no-abbrev",
                     "-z", "--find-renames", "--diff-filter=DR", base, "--",
+                    *pathspecs(suffixes),
                 )
             except (NotFound, SourceUnavailable):
                 continue

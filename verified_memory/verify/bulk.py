@@ -41,7 +41,9 @@ from verified_memory.sources.base import (
     PrefetchesPaths,
     PrefetchesRenames,
     Reopenable,
+    Suffixes,
 )
+from verified_memory.verify.candidates import kind_suffixes
 from verified_memory.verify.citing import fingerprint_citation
 from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
@@ -204,7 +206,8 @@ def _read_ahead(items: Iterable[Item], files: FileCache, resolve: Callable[[str]
         return
     for group in _groups(items):
         wanted: list[str] = []
-        moved: list[tuple[str, str]] = []  # (commit, revision) pairs whose files changed
+        # (commit, revision) pairs whose files changed, by the kind of those files
+        moved: dict[Suffixes, list[tuple[str, str]]] = {}
         cited: list[tuple[str, str]] = []  # (commit, path) of each citation
         for _, data in group:
             path, sha = (data.get("path"), data.get("sha")) if isinstance(data, Mapping) \
@@ -225,11 +228,12 @@ def _read_ahead(items: Iterable[Item], files: FileCache, resolve: Callable[[str]
             if old == tree.get(path):
                 continue
             if commit != revision:
-                moved.append((commit, revision))
+                moved.setdefault(kind_suffixes(path), []).append((commit, revision))
             if path in tree:
                 wanted.append(tree[path])
-        if moved and isinstance(source, PrefetchesRenames):
-            source.prefetch_renames(moved)
+        if isinstance(source, PrefetchesRenames):
+            for suffixes, pairs in moved.items():
+                source.prefetch_renames(pairs, suffixes=suffixes)
         if wanted:
             files.prefetch(wanted)
         yield from group

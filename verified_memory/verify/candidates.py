@@ -33,7 +33,7 @@ from verified_memory.anchors import treesitter
 from verified_memory.anchors.hashing import BLANK
 from verified_memory.verify.files import FileCache, FileText
 
-__all__ = ["MAX_CANDIDATES", "ChangedFiles", "same_kind", "successors"]
+__all__ = ["MAX_CANDIDATES", "ChangedFiles", "kind_suffixes", "same_kind", "successors"]
 
 #: Candidate files searched for a moved citation, at most (successors, then nearest paths).
 #: A citation of code that is gone passes over every one (two scans of each one's text).
@@ -52,6 +52,11 @@ _SAME_PATH_SHARE = 0.1
 _PART_SHARE = 0.5
 _SUCCESSOR_LINES = 5
 _FAMILIES = {"typescript": "javascript", "tsx": "javascript"}
+#: The file endings of each language family.
+_SUFFIXES: dict[str, tuple[str, ...]] = {}
+for _suffix, _language in sorted(treesitter.extensions().items()):
+    _family = _FAMILIES.get(_language, _language)
+    _SUFFIXES[_family] = (*_SUFFIXES.get(_family, ()), _suffix)
 #: Folders a build writes or a package manager fills, and bundled files: not where code
 #: moves (see the module's docstring).
 _BUILT_FOLDERS = frozenset({"dist", "build", "node_modules", "vendor"})
@@ -69,6 +74,17 @@ def _kind(path: str) -> str:
     if language is not None:
         return _FAMILIES.get(language, language)
     return "." + os.path.splitext(path)[1].lower()
+
+
+def kind_suffixes(cited: str) -> tuple[str, ...] | None:
+    """The endings of the files of ``cited``'s language family (``(".py", ".pyi")``), among
+    which its renames are looked for: code moves into no other kind. None (every file)
+    for a file no grammar covers: a document renamed to another extension
+    (``.md`` -> ``.mdx``) is still the cited one."""
+    kind = _kind(cited)
+    if kind.startswith("."):
+        return None
+    return _SUFFIXES[kind]
 
 
 def same_kind(cited: str, path: str) -> bool:

@@ -23,7 +23,7 @@ from verified_memory.anchors.hashing import BLANK
 from verified_memory.cache import BoundedCache
 from verified_memory.errors import NotFound
 from verified_memory.models import Citation, Location
-from verified_memory.sources.base import ListsChanges
+from verified_memory.sources.base import ListsChanges, Suffixes, has_suffix
 from verified_memory.verify import candidates
 from verified_memory.verify.alignment import line_origins, occurs_once, same_context, unheard_of
 from verified_memory.verify.files import FileText
@@ -94,7 +94,7 @@ class Origins:
     """The history evidence, with its caches (a base of ``AnchorLocator``)."""
 
     def __init__(self) -> None:
-        self._diffs: BoundedCache[tuple[str, str],
+        self._diffs: BoundedCache[tuple[str, str, Suffixes],
                                   tuple[candidates.ChangedFiles, dict[str, str]]] = (
             BoundedCache(_TREES_CACHE))
         self._old_trees: BoundedCache[str, Mapping[str, str] | None] = BoundedCache(
@@ -220,27 +220,32 @@ class Origins:
     def _diff(self, verifier: Verifier, citation: Citation, revision: str,
               tree: Mapping[str, str]) -> tuple[candidates.ChangedFiles,
                                                 dict[str, str]] | None:
-        """Files added or changed since the citation's commit, and renames."""
+        """Files of the cited file's kind (``candidates.kind_suffixes``) added or changed
+        since the citation's commit, and renames among them."""
         old_sha = citation.sha
         if not old_sha or old_sha == revision:
             return None
+        suffixes = candidates.kind_suffixes(citation.path)
+
         def compute() -> tuple[candidates.ChangedFiles, dict[str, str]]:
-            listed = _listed_changes(verifier, old_sha, revision)
+            listed = _listed_changes(verifier, old_sha, revision, suffixes)
             if listed is not None:  # no need to list the old tree
                 changed, known = [p for p in listed if p in tree], True
             else:
                 old_tree = self._old_tree(verifier, old_sha)
                 before = old_tree or {}
-                changed = [p for p, blob in tree.items() if before.get(p) != blob]
+                changed = [p for p, blob in tree.items()
+                           if before.get(p) != blob and has_suffix(p, suffixes)]
                 known = old_tree is not None
             try:
-                renames = verifier.source.renames(old_sha, revision) if known else []
+                renames = verifier.source.renames(old_sha, revision, suffixes=suffixes) \
+                    if known else []
             except NotFound:  # the old commit is gone (rewritten history): no renames
                 renames = []
             return (candidates.ChangedFiles(changed),
                     {r.old: r.new for r in renames if r.new})
 
-        return self._diffs.get_or_compute((old_sha, revision), compute)
+        return self._diffs.get_or_compute((old_sha, revision, suffixes), compute)
 
     def _candidates(self, verifier: Verifier, citation: Citation, revision: str,
                     tree: Mapping[str, str]) -> tuple[list[str], frozenset[str]]:
@@ -263,7 +268,8 @@ class Origins:
                                                     compute)
 
 
-def _listed_changes(verifier: Verifier, old: str, new: str) -> Sequence[str] | None:
+def _listed_changes(verifier: Verifier, old: str, new: str,
+                    suffixes: Suffixes) -> Sequence[str] | None:
     """The files changed from ``old`` to ``new`` as the source lists them (GitHub's
     ``compare``, which the search asks for renames anyway), or None: then the old tree
     is listed and diffed, a request more on GitHub."""
@@ -271,6 +277,6 @@ def _listed_changes(verifier: Verifier, old: str, new: str) -> Sequence[str] | N
     if not isinstance(source, ListsChanges):
         return None
     try:
-        return source.changed_paths(old, new)
+        return source.changed_paths(old, new, suffixes=suffixes)
     except NotFound:
         return None
