@@ -1187,6 +1187,18 @@ def test_lines_that_leave_a_bracket_or_string_open_are_parsed_not_blanked(
     assert one(whole, "Help").end_line == 5
 
 
+def test_lines_inside_a_block_comment_are_parsed_up_to_its_end() -> None:
+    """A block comment whose lines start at the margin is cut into pieces that look
+    like statements: every piece up to the one that closes it stands inside the
+    comment (a piece without ``/*`` or ``*/`` leaves the file where it was), so the
+    line that closes it is never parsed as blank (the comment would run on over the
+    class)."""
+    body = "".join(f"    int size{n}() {{ return {n}; }}\n" for n in range(8))
+    lines = split_lines(f"/*\nAlpha text\nBeta text\nGamma text\n*/\nclass Big {{\n{body}}}\n")
+    kept = treesitter._Outline(lines, "java").part_rows([8])
+    assert kept is None or any(a <= 4 < b for a, b in kept)  # the row of "*/"
+
+
 @pytest.mark.parametrize(("language", "text", "after"), [
     ("python", "def f():\n    x = 1\n# a comment at the margin\n    y = 2\nz = 3\n", 4),
     ("python", "if x:\n    def f():\n        pass\nelse:\n    g = 1\nh = 2\n", 5),

@@ -822,7 +822,7 @@ class _Outline:
         for index, piece in enumerate(pieces):
             balanced, parities, comments = self._piece(piece.start, piece.end)
             after = _State(tuple(a ^ b for a, b in zip(state.parity, parities, strict=True)),
-                           comments[state.in_comment] if comments else False)
+                           comments[state.in_comment] if comments else state.in_comment)
             whole = balanced and state.outside() and after.outside()
             if piece.holds or not (whole and whole_before):
                 if kept and kept[-1][1] == piece.start:
