@@ -979,6 +979,21 @@ def test_git_environment_of_a_hook_does_not_redirect(
         assert "other.txt" not in source.tree("HEAD")
 
 
+@pytest.mark.parametrize("variable", ["GIT_LITERAL_PATHSPECS", "GIT_NOGLOB_PATHSPECS",
+                                      "GIT_GLOB_PATHSPECS"])
+def test_the_callers_pathspec_settings_do_not_change_the_renames_found(
+    repo: GitRepo, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """A rename diff among some endings reads its pathspecs as ``:(icase)*.py``, whatever
+    the environment says of pathspecs (literal, read ``*`` as a plain star, or as a
+    glob that stays in its folder, each of which would match nothing here)."""
+    old, new = _moved_across_kinds(repo)
+    monkeypatch.setenv(variable, "1")
+    with LocalGitSource(repo.path) as source:
+        assert {(r.old, r.new) for r in source.renames(old, new, suffixes=PYTHON_ENDINGS)} \
+            == {("tool.py", None), ("Main.PY", "pkg/Main.PY")}
+
+
 # --------------------------------------------------------------------------- worktree
 
 

@@ -46,7 +46,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from itertools import accumulate, pairwise
+from itertools import accumulate, islice, pairwise
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -796,9 +796,9 @@ class _Outline:
         if end - start <= _MEMBER_ROWS:
             return None
         if self.language == "python" and not next(
-                (line for line in self.lines[start:end] if line[:1].isalpha()),
+                (line for line in islice(self.lines, start, end) if line[:1].isalpha()),
                 "").startswith(("class ", "def ", "async def ")):
-            return None
+            return None  # the first line after the decorators says what it is
         if start not in self._members:
             self._members[start] = _members(self.lines, self.language, start, end)
         return self._members[start]

@@ -683,10 +683,10 @@ class GitHubSource(ClosingSource):
         """Paths at ``new_revision`` whose blob differs from ``old_revision`` (added,
         modified or renamed files; of ``suffixes`` only, when given), from the same
         cached ``compare`` answer as ``renames``: no extra request, and no listing of
-        the old tree. None when GitHub
-        cannot compare the two, or ``old_revision`` is not in ``new_revision``'s history
-        (``compare`` then lists the changes since their merge base, not since
-        ``old_revision``): then diff the two trees instead."""
+        the old tree. None when GitHub cannot compare the two, or ``old_revision`` is
+        not in ``new_revision``'s history (``compare`` then lists the changes since
+        their merge base, not since ``old_revision``): then diff the two trees
+        instead."""
         comparison = self._compare(old_revision, new_revision)
         if not comparison or not comparison.direct:
             return None

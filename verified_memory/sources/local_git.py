@@ -60,6 +60,10 @@ _REPO_LOCATING_VARS = frozenset({
     "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_PREFIX",
 })
 
+#: Variables that change how git reads a pathspec (literally, as globs, ignoring case).
+_PATHSPEC_VARS = frozenset({"GIT_LITERAL_PATHSPECS", "GIT_GLOB_PATHSPECS",
+                            "GIT_NOGLOB_PATHSPECS", "GIT_ICASE_PATHSPECS"})
+
 _T = TypeVar("_T")
 
 #: A full object id (sha1 or sha256 repositories). Only these are cache keys: a short
@@ -78,6 +82,8 @@ _MAX_TREE_OBJECTS = 4096  # directories read to look a path up, a few hundred by
 _WALKS_BEFORE_LISTING = 64
 #: What a tree entry's mode says a path is when it is no regular file (``100644``, ``100755``).
 _ENTRY_KINDS = {b"40000": "a directory", b"120000": "a symbolic link", b"160000": "a submodule"}
+#: (old commit, new commit, the endings of the files compared): one rename diff.
+_DiffKey = tuple[str, str, Suffixes]
 #: Rename diffs started ahead of need (``prefetch_renames``) and not collected yet, at
 #: most: each is a git process, and a bulk check may cite hundreds of commits.
 _PENDING_DIFFS = 4
@@ -89,9 +95,12 @@ def git_env() -> dict[str, str]:
     No prompts, no pagers, no optional index locks (we must not fight the user's own
     git for ``index.lock``), messages in English (we match a few of them), and no
     replace objects: with ``refs/replace`` honoured, a blob sha would no longer name
-    the bytes it hashes, and step 1 of the ladder relies on exactly that.
+    the bytes it hashes, and step 1 of the ladder relies on exactly that. Nor does the
+    caller's environment say how pathspecs read (``GIT_LITERAL_PATHSPECS``...): a
+    rename diff's ``:(icase)*.py`` would match no file.
     """
-    env = {k: v for k, v in os.environ.items() if k not in _REPO_LOCATING_VARS}
+    env = {k: v for k, v in os.environ.items()
+           if k not in _REPO_LOCATING_VARS and k not in _PATHSPEC_VARS}
     env.update(
         GIT_TERMINAL_PROMPT="0",
         GIT_PAGER="cat",
@@ -459,7 +468,7 @@ class LocalGitSource(ClosingSource):
         self._tree_objects: BoundedCache[str, dict[bytes, tuple[bytes, str]]] = BoundedCache(
             _MAX_TREE_OBJECTS)
         self._tree_reads = 0  # tree objects read one by one (not asked ahead)
-        # (old, new) -> renames and deletions, and the paths whose blob changed
+        # (old, new, endings) -> renames and deletions, and the paths whose blob changed
         self._renames: dict[_DiffKey, tuple[tuple[Rename, ...], Mapping[str, str]]] = {}
         # diffs started by ``prefetch_renames``, collected by ``renames`` (or stopped
         # by ``close``, or when the source is garbage-collected)
@@ -930,9 +939,6 @@ def pathspecs(suffixes: Suffixes) -> tuple[str, ...]:
     ``*`` crosses folders), or none (every file)."""
     return () if suffixes is None else tuple(f":(icase)*{suffix}" for suffix in suffixes)
 
-
-#: (old commit, new commit, suffixes): one rename diff.
-_DiffKey = tuple[str, str, Suffixes]
 
 
 def _collect(proc: subprocess.Popen[bytes], path: Path,
