@@ -500,8 +500,7 @@ class DefinitionIndex:
             rows = [i for i, line in enumerate(split) if word in line]
             if not rows:
                 return ()  # a definition's name is spelled in its own lines
-            tree = None if cache_key in self._trees or len(split) < _PART_MIN_ROWS \
-                else self._parse_part(
+            tree = None if self._whole_serves(cache_key, split) else self._parse_part(
                 grammar, split, self._outline(grammar, cache_key, split).part_rows(rows))
             if tree is None:
                 return self.definitions(path, text, key, hashes, lines=split, hasher=hasher)
@@ -563,7 +562,7 @@ class DefinitionIndex:
         member. Kept per file, and parsed again only for a place outside the part kept.
         None when the whole file's tree is at hand (or will serve as cheaply: a part of
         most of the file), or the part does not parse cleanly."""
-        if cache_key in self._trees or len(lines) < _PART_MIN_ROWS:
+        if self._whole_serves(cache_key, lines):
             return None
         kept = self._parts.get(cache_key)
         if kept is not None and any(a <= first - 1 and last <= b for a, b in kept[1]):
@@ -574,6 +573,11 @@ class DefinitionIndex:
             return None
         self._parts.pop(cache_key)  # the part of another place replaces the one kept
         return self._parts.put(cache_key, (tree, ranges))[0]
+
+    def _whole_serves(self, cache_key: tuple[str, str], lines: Sequence[str]) -> bool:
+        """Whether the whole file's tree serves as well as a part's: it is at hand, or
+        the file is too short for finding a part to pay (``_PART_MIN_ROWS``)."""
+        return cache_key in self._trees or len(lines) < _PART_MIN_ROWS
 
     def _outline(self, grammar: _Grammar, cache_key: tuple[str, str],
                  lines: Sequence[str]) -> _Outline:

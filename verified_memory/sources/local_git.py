@@ -940,7 +940,6 @@ def pathspecs(suffixes: Suffixes) -> tuple[str, ...]:
     return () if suffixes is None else tuple(f":(icase)*{suffix}" for suffix in suffixes)
 
 
-
 def _collect(proc: subprocess.Popen[bytes], path: Path,
              timeout: float = _DEFAULT_TIMEOUT) -> subprocess.CompletedProcess[bytes]:
     """A git process started in the background, run to its end (as ``run_git`` would
