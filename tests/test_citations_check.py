@@ -9,6 +9,7 @@ a file or ``-`` (stdin).
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
@@ -450,6 +451,34 @@ def library_check(repo: GitRepo, items: list[dict[str, Any]], locator: AnchorLoc
                                 lambda ref: resolved.append(ref) or real(ref))
         return [r.to_dict() for r in check_citations(source, [(c["id"], c) for c in items],
                                                      "HEAD", locator=locator)]
+
+
+def test_the_garbage_collector_rests_from_the_first_answer_to_the_last(
+        repo: GitRepo) -> None:
+    """Paused while the answers are made and taken (a pause per citation would only
+    move the collections between them), back on once the last is taken or the
+    iterator is closed early; a caller that paused it finds it paused after."""
+    items = [(c["id"], c) for c in citations(repo)]
+    with LocalGitSource(repo.path) as source:
+        assert gc.isenabled()
+        seen = [(answer.status, gc.isenabled()) for answer in check_citations(
+            source, items, "HEAD")]
+        assert [status for status, _ in seen] == [r["status"] for r in expected()]
+        assert not any(enabled for _, enabled in seen)
+        assert gc.isenabled()
+
+        answers = check_citations(source, items, "HEAD")
+        next(answers)
+        assert not gc.isenabled()
+        answers.close()  # a caller that stops early
+        assert gc.isenabled()
+
+        gc.disable()
+        try:
+            assert len(list(check_citations(source, items, "HEAD"))) == len(items)
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
 
 
 def test_anchors_are_derived_only_when_a_step_needs_one(repo: GitRepo) -> None:

@@ -73,12 +73,12 @@ from verified_memory.store.base import (
 from verified_memory.store.views import ViewQuery
 from verified_memory.telemetry import TelemetryBuffer
 from verified_memory.verify.citing import fingerprint_citation
+from verified_memory.verify.collector import collector_paused
 from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
 from verified_memory.verify.passes import (
     VerificationPass,
     VerificationReport,
-    collector_paused,
     stale_rule_detail,
 )
 from verified_memory.verify.scope import PassScope, pass_scope

@@ -45,6 +45,7 @@ from verified_memory.sources.base import (
 )
 from verified_memory.verify.candidates import kind_suffixes
 from verified_memory.verify.citing import fingerprint_citation
+from verified_memory.verify.collector import collector_paused
 from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
 
@@ -132,7 +133,11 @@ def check_citations(source: CodeSource, items: Iterable[Item], ref: str = "HEAD"
     the source can be reopened (``LocalGitSource``) and the platform can fork; the
     answers are the same, still in input order. Forking copies the calling process:
     call it so from a process whose other threads are idle (as the CLI is), since a
-    lock another thread holds at the fork stays held in the workers."""
+    lock another thread holds at the fork stays held in the workers.
+
+    Python's cyclic garbage collector rests (``collector_paused``) from the first
+    answer until the last is taken or the iterator is closed, as it does during a
+    verification pass; a caller that paused it already finds it paused after."""
     if locator is None:
         from verified_memory.verify.anchored import AnchorLocator
 
@@ -160,6 +165,16 @@ def _can_fork() -> bool:
 def _check(source: CodeSource, items: Iterable[Item], ref: str, revision: str,
            tree: Mapping[str, str], verifier: Verifier,
            require_sha: bool) -> Iterator[CheckedCitation]:
+    """The answers, with Python's cyclic collector paused from the first to the last
+    (``collector_paused``), and so while the caller handles each: paused only inside
+    each check, the collections would come between them, as many and as dear."""
+    with collector_paused():
+        yield from _answers(source, items, ref, revision, tree, verifier, require_sha)
+
+
+def _answers(source: CodeSource, items: Iterable[Item], ref: str, revision: str,
+             tree: Mapping[str, str], verifier: Verifier,
+             require_sha: bool) -> Iterator[CheckedCitation]:
     files: FileCache = verifier.files  # one cache: the old and the new code read once
     # a ref names one commit for the whole run (and a full sha forever): resolve it once
     resolve = functools.lru_cache(maxsize=_REFS_CACHE)(source.resolve)

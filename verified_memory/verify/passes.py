@@ -14,10 +14,8 @@ verdict).
 
 from __future__ import annotations
 
-import gc
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -49,8 +47,7 @@ from verified_memory.verify.files import FileCache
 from verified_memory.verify.ladder import Locator, Verifier
 from verified_memory.verify.scope import PassScope, pass_scope
 
-__all__ = ["APPLY_BATCH", "VerificationPass", "VerificationReport", "collector_paused",
-           "stale_rule_detail"]
+__all__ = ["APPLY_BATCH", "VerificationPass", "VerificationReport", "stale_rule_detail"]
 
 Progress = Callable[[int, int], None]
 #: A decision: the verification as the pass reports it if its transition (None: no
@@ -424,22 +421,6 @@ class VerificationPass:
             verified_ref=scope.verdict_ref,
             citations=citations if citations != memory.citations else None,
             events=tuple(events))
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused for the block (a pass), as it was before
-    after it. A pass over 100,000 citations holds a million objects, none in a cycle
-    that must be freed before it ends, and every full collection walks them all: with
-    the collector on, about a third of such a pass went to it."""
-    if not gc.isenabled():  # a pass inside a pass, or a caller that paused it already
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _outcomes(checks: Sequence[CitationCheck]) -> dict[str, Any]:
