@@ -513,9 +513,9 @@ def test_each_ref_is_resolved_once_per_run(repo: GitRepo,
 def test_the_rename_diff_is_started_ahead_and_collected(repo: GitRepo,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A commit whose cited files changed gets its rename diff started before its
-    citations are checked (git works meanwhile), one per kind of file cited, among the
-    files of that kind (a pathspec of its endings); the check collects those processes
-    and the answers do not change."""
+    citations are checked (git works meanwhile), after their files are asked for, one
+    per kind of file cited, among the files of that kind (a pathspec of its endings);
+    the check collects those processes and the answers do not change."""
     started: list[list[str]] = []
     real = subprocess.Popen
 
@@ -525,8 +525,18 @@ def test_the_rename_diff_is_started_ahead_and_collected(repo: GitRepo,
 
     every = citations(repo)
     monkeypatch.setattr(subprocess, "Popen", spy)
+    # the group's files are asked for before the diffs start: git reads them first, and
+    # the first citation's file is not kept waiting behind the diffs' start
+    asked = len(started)
+    real_read_blobs = LocalGitSource.read_blobs
+    monkeypatch.setattr(LocalGitSource, "read_blobs", lambda self, shas: (
+        started.append(["read_blobs"]), real_read_blobs(self, shas))[1])
     got = library_check(repo, every, AnchorLocator(DefinitionIndex(), derive_anchors=True))
     assert got == expected()
+    order = [args[0] if args == ["read_blobs"] else "diff-tree"
+             for args in started[asked:] if args == ["read_blobs"] or "diff-tree" in args]
+    assert order[0] == "read_blobs"
+    assert "diff-tree" in order
     diffs = [args for args in started if "diff-tree" in args]
     assert sorted(args[args.index("--") + 1:] for args in diffs) == [
         [":(icase)*.go"], [":(icase)*.py", ":(icase)*.pyi"]]

@@ -130,6 +130,31 @@ def test_resolve_sees_a_branch_move(repo: GitRepo, source: LocalGitSource) -> No
     assert source.resolve("HEAD~1") == first
 
 
+def test_a_full_sha_is_asked_of_git_once(repo: GitRepo, source: LocalGitSource,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full sha that named a commit names it for ever: git is asked once, and later
+    the sha is taken as it is, without reading past the replies asked for ahead; a
+    name, a short sha or a sha that names no commit is asked every time."""
+    head = repo.head
+    readme = source.tree("HEAD")["README.md"]
+    asked: list[str] = []
+    real = source._catfile.query
+    monkeypatch.setattr(source._catfile, "query",
+                        lambda name: asked.append(name) or real(name))
+    assert source.resolve(head) == head
+    source.read_blobs([readme])
+    assert source.resolve(head) == head
+    assert source.tree(head)["README.md"] == readme
+    assert source._catfile._waiting == {readme}  # nothing read past it
+    assert [source.resolve(ref) for ref in ("HEAD", "HEAD", head[:12])] == [head] * 3
+    tree_sha = repo.run("rev-parse", "HEAD^{tree}")
+    for _ in range(2):
+        with pytest.raises(NotFound):
+            source.resolve(tree_sha)
+    assert [name.removesuffix("^{commit}") for name in asked] == [
+        head, "HEAD", "HEAD", head[:12], tree_sha, tree_sha]
+
+
 @pytest.mark.parametrize("ref", ["nope", "v2", "0" * 40, "HEAD:README.md"])
 def test_resolve_unknown_ref(source: LocalGitSource, ref: str) -> None:
     with pytest.raises(NotFound, match="does not exist"):

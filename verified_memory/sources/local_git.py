@@ -499,13 +499,21 @@ class LocalGitSource(ClosingSource):
         """The commit ``ref`` names now (branch, tag, ``HEAD``, short or full sha, ``HEAD~2``).
 
         Tags are peeled to their commit. An unknown or ambiguous ref raises ``NotFound``.
+        A full sha that named a commit here once is taken as it is, without asking git
+        (it names that commit for ever; a branch moves, so a name is always resolved):
+        a query would first read every reply asked for ahead, waiting for git to make
+        them all (a bulk check resolves the commit of each group's citations).
         """
+        if ref in self._commits:
+            return ref
         check_ref(ref, self.path)
         with self._lock:
             reply = self._catfile.query(f"{ref}^{{commit}}")
         if isinstance(reply, str):
             why = "is ambiguous" if reply == "ambiguous" else "does not exist"
             raise NotFound(f"ref {ref!r} {why} in {self.path}{self._missing_hint(ref)}")
+        if reply.sha == ref:
+            self._commits.add(ref)
         return reply.sha
 
     def _missing_hint(self, ref: str) -> str:
@@ -605,14 +613,9 @@ class LocalGitSource(ClosingSource):
         return self._views.get_or_compute(commit, lambda: _Tree(self, commit))
 
     def _commit(self, revision: str) -> str:
-        """``resolve``, but a full sha that named a commit here once is taken as it is
-        (it names that commit for ever; a branch moves, so a name is always resolved)."""
-        if revision in self._commits:
-            return revision
-        commit = self.resolve(revision)
-        if commit == revision:
-            self._commits.add(commit)
-        return commit
+        """``resolve``, without a call for a full sha known already (asked at every
+        path looked up)."""
+        return revision if revision in self._commits else self.resolve(revision)
 
     def entry_kind(self, revision: str, path: str) -> str | None:
         """What ``path`` is at ``revision`` when the tree leaves it out: 'a symbolic

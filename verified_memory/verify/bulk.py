@@ -246,11 +246,11 @@ def _read_ahead(items: Iterable[Item], files: FileCache, resolve: Callable[[str]
                 moved.setdefault(kind_suffixes(path), []).append((commit, revision))
             if path in tree:
                 wanted.append(tree[path])
+        if wanted:
+            files.prefetch(wanted)
         if isinstance(source, PrefetchesRenames):
             for suffixes, pairs in moved.items():
                 source.prefetch_renames(pairs, suffixes=suffixes)
-        if wanted:
-            files.prefetch(wanted)
         yield from group
 
 
