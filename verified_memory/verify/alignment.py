@@ -14,8 +14,9 @@ from collections.abc import Sequence
 import xxhash
 
 from verified_memory.anchors import treesitter
-from verified_memory.anchors.hashing import BLANK
+from verified_memory.anchors.hashing import BLANK, hash_line, line_hashes
 from verified_memory.anchors.matcher import SequenceMatcher
+from verified_memory.anchors.normalize import squeeze
 from verified_memory.anchors.similarity import matched_lines
 from verified_memory.models import Citation, Location
 from verified_memory.verify.files import FileText
@@ -75,28 +76,55 @@ def same_context(old: FileText, cited: tuple[int, int], new: FileText,
     fewer only at the start or end of the file): the code stayed among its
     neighbours, as ``patch`` would say."""
     for old_side, new_side in (
-            (_neighbours(old.hashes, cited[0] - 1, -1), _neighbours(new.hashes,
-                                                                   place.line_start - 2, -1)),
-            (_neighbours(old.hashes, cited[1] + 1, 1), _neighbours(new.hashes,
-                                                                  place.line_end, 1))):
+            (_neighbours(old, cited[0] - 1, -1), _neighbours(new, place.line_start - 2, -1)),
+            (_neighbours(old, cited[1] + 1, 1), _neighbours(new, place.line_end, 1))):
         if old_side != new_side:
             return False
     return True
 
 
-def occurs_once(old: FileText, cited: tuple[int, int]) -> bool:
+def occurs_once(old: FileText, cited: tuple[int, int],
+                hashes: Sequence[int] | None = None) -> bool:
     """Whether the cited rows occur once in ``old``: a twin block (with, often, the same
-    neighbours: two functions sharing their loop body) defeats ``same_context``."""
-    return len(find_runs(old, old.hashes[cited[0]:cited[1] + 1])) == 1
+    neighbours: two functions sharing their loop body) defeats ``same_context``.
+    ``hashes``: those of the rows as the caller has them (a citation's fingerprint),
+    looked for instead.
+
+    An old file not hashed yet is first asked by its squeezed text: a run of the rows
+    squeezes to their squeezed text, so when that text is found once (the cited rows
+    are one find), no other run can be there, and the file is not hashed whole for it
+    (most old files a check reads are asked nothing else)."""
+    rows = old.lines[cited[0]:cited[1] + 1]
+    if old.hashes_made() is None and (hashes is None or tuple(hashes) == line_hashes(rows)) \
+            and _found_once(old, rows):
+        return True
+    return len(find_runs(old, old.hashes[cited[0]:cited[1] + 1] if hashes is None
+                         else hashes)) == 1
 
 
-def _neighbours(hashes: Sequence[int], start: int, step: int) -> list[int]:
-    """Up to ``CONTEXT`` non-blank hashes from ``start`` walking by ``step``."""
+def _found_once(file: FileText, rows: Sequence[str]) -> bool:
+    """Whether the squeezed text of ``rows`` occurs once in the file's, and the first
+    non-blank row squeezes to something (else two runs could start at one place of the
+    squeezed text: a row of commas alone squeezes to nothing)."""
+    first = next((row for row in rows if row.strip()), None)
+    if first is None or not squeeze(first):
+        return False
+    needle, text = squeeze("".join(rows)), file.squeezed()
+    at = text.find(needle)
+    return at >= 0 and text.find(needle, at + 1) < 0
+
+
+def _neighbours(file: FileText, start: int, step: int) -> list[int]:
+    """Up to ``CONTEXT`` non-blank line hashes of ``file`` from row ``start`` walking by
+    ``step``: the file's own when made, else those rows' alone (an old file whose
+    cited lines stayed among their neighbours is not hashed whole for it)."""
+    made, lines = file.hashes_made(), file.lines
     found: list[int] = []
     i = start
-    while 0 <= i < len(hashes) and len(found) < CONTEXT:
-        if hashes[i] != BLANK:
-            found.append(hashes[i])
+    while 0 <= i < len(lines) and len(found) < CONTEXT:
+        line = made[i] if made is not None else hash_line(lines[i])
+        if line != BLANK:
+            found.append(line)
         i += step
     return found
 

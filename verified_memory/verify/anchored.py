@@ -82,6 +82,7 @@ from verified_memory.models import (
 from verified_memory.verify import naming
 from verified_memory.verify.alignment import (
     all_in,
+    occurs_once,
     resemblance,
     rewrapped,
     sibling_rows,
@@ -166,7 +167,7 @@ class AnchorLocator(Locator, Origins):
             return True  # the old file is extra evidence; without it, step 2 as ever
         if base is None or base.old is None:
             return True
-        if unique and len(find_runs(base.old, hashes)) == 1:
+        if unique and base.cited is not None and occurs_once(base.old, base.cited, hashes):
             return True
         origin = self._provenance(base, file, citation.location)
         if origin is Provenance.KEPT:
