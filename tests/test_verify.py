@@ -83,6 +83,42 @@ def test_edit_elsewhere_in_file_keeps_same_place_valid(repo: GitRepo,
     assert check(source, c) == (Outcome.VALID, Location("app/io.py", 4, 7), 2)
 
 
+def test_code_that_stayed_in_place_is_told_without_hashing_either_file_whole(
+        repo: GitRepo, source: LocalGitSource) -> None:
+    """Step 2 hashes the cited rows of the new file alone, and asks both files whether
+    the rows occur once there by their squeezed text; a twin block in the new file
+    is counted by its hashes (and makes the answer the anchored locator's)."""
+    from verified_memory.anchors.treesitter import DefinitionIndex
+    from verified_memory.verify.anchored import AnchorLocator
+
+    c = cite(repo, source, "app/io.py", 5, 7)
+    old_blob = c.blob_sha
+    assert old_blob is not None
+    repo.write("app/io.py", BODY.replace('fh.write(data)', 'fh.write(data + "\\n")'))
+    repo.commit("edit save")
+    head = source.resolve("HEAD")
+    for locator in (None, AnchorLocator(DefinitionIndex(), derive_anchors=True)):
+        verifier = Verifier(source, locator=locator)
+        (result,) = verifier.check([c], head)
+        assert (result.outcome, result.location, result.step) == (
+            Outcome.VALID, Location("app/io.py", 5, 7), 2)
+        new = verifier.files.get(source.tree(head)["app/io.py"])
+        assert new is not None
+        assert new.hashes_made() is None
+        old = verifier.files.get(old_blob)
+        assert old is not None
+        assert old.hashes_made() is None
+    twice = BODY + "\n\n" + BODY.replace("def load", "def load_again").split("\n\n\n")[1]
+    repo.write("app/io.py", twice)
+    head = repo.commit("a twin of load's body")
+    verifier = Verifier(source, locator=AnchorLocator(DefinitionIndex(), derive_anchors=True))
+    (result,) = verifier.check([c], head)
+    assert (result.outcome, result.location) == (Outcome.VALID, Location("app/io.py", 5, 7))
+    new = verifier.files.get(source.tree(head)["app/io.py"])
+    assert new is not None
+    assert new.hashes_made() is not None
+
+
 def test_whitespace_only_change_is_not_a_change(repo: GitRepo, source: LocalGitSource) -> None:
     c = cite(repo, source, "app/io.py", 4, 7)
     repo.write("app/io.py", BODY.replace("    return data.strip()", "    return  data.strip()   ")

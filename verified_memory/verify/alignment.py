@@ -83,22 +83,23 @@ def same_context(old: FileText, cited: tuple[int, int], new: FileText,
     return True
 
 
-def occurs_once(old: FileText, cited: tuple[int, int],
+def occurs_once(file: FileText, rows: tuple[int, int],
                 hashes: Sequence[int] | None = None) -> bool:
-    """Whether the cited rows occur once in ``old``: a twin block (with, often, the same
-    neighbours: two functions sharing their loop body) defeats ``same_context``.
-    ``hashes``: those of the rows as the caller has them (a citation's fingerprint),
-    looked for instead.
+    """Whether rows ``rows`` (0-based, inclusive) of ``file`` occur once in it: a twin
+    block (with, often, the same neighbours: two functions sharing their loop body)
+    defeats ``same_context``. ``hashes``: those of the rows as the caller has them (a
+    citation's fingerprint), looked for instead.
 
-    An old file not hashed yet is first asked by its squeezed text: a run of the rows
-    squeezes to their squeezed text, so when that text is found once (the cited rows
-    are one find), no other run can be there, and the file is not hashed whole for it
-    (most old files a check reads are asked nothing else)."""
-    rows = old.lines[cited[0]:cited[1] + 1]
-    if old.hashes_made() is None and (hashes is None or tuple(hashes) == line_hashes(rows)) \
-            and _found_once(old, rows):
+    A file not hashed yet is first asked by its squeezed text: a run of the rows
+    squeezes to their squeezed text, so when that text is found once (the rows
+    themselves are one find), no other run can be there, and the file is not hashed
+    whole for it (most old files a check reads, and the new ones whose cited code
+    stayed where it was, are asked nothing else)."""
+    lines = file.lines[rows[0]:rows[1] + 1]
+    if file.hashes_made() is None and (hashes is None or tuple(hashes) == line_hashes(lines)) \
+            and _found_once(file, lines):
         return True
-    return len(find_runs(old, old.hashes[cited[0]:cited[1] + 1] if hashes is None
+    return len(find_runs(file, file.hashes[rows[0]:rows[1] + 1] if hashes is None
                          else hashes)) == 1
 
 

@@ -155,7 +155,7 @@ class AnchorLocator(Locator, Origins):
         definition must contain the place. Parsing is the dearest of these, so it
         comes last."""
         hashes = citation.fingerprint.line_hashes
-        unique = len(find_runs(file, hashes)) == 1
+        unique = occurs_once(file, (citation.line_start - 1, citation.line_end - 1), hashes)
         if unique and _whole_definition(citation):
             return True  # a whole definition, header and all, found once: itself
         if _reads_are_requests(verifier) and self._held_intact(citation, citation.path, file,

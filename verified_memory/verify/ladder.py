@@ -227,7 +227,11 @@ class Verifier:
                                         "it cannot be compared")
         locator = self.locator or _PLAIN
         if file is not None:
-            here = file.hashes[c.line_start - 1 : c.line_end]
+            # the cited rows' hashes: the file's own if made, else only theirs (code that
+            # stayed where it was is told without hashing the whole file)
+            made = file.hashes_made()
+            here = made[c.line_start - 1 : c.line_end] if made is not None \
+                else line_hashes(file.lines[c.line_start - 1 : c.line_end])
             cited = c.fingerprint.line_hashes
             # step 2: the same lines, blank ones included, so that a blank line added
             # above the code (which shifts it) is not taken for the code staying put
