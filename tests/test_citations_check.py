@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -479,6 +480,29 @@ def test_the_garbage_collector_rests_from_the_first_answer_to_the_last(
             assert not gc.isenabled()
         finally:
             gc.enable()
+
+
+def test_the_runs_caches_are_freed_before_the_collector_resumes(
+        repo: GitRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Everything made while the collector rested is young: the verifier and its caches
+    are let go first, so the collection that follows does not walk them all."""
+    from verified_memory.verify import bulk
+
+    freed: list[bool] = []  # whether the collector was on when the verifier was freed
+    real = bulk.Verifier
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        made = real(*args, **kwargs)
+        weakref.finalize(made, lambda: freed.append(gc.isenabled()))
+        return made
+
+    monkeypatch.setattr(bulk, "Verifier", spy)
+    items = [(c["id"], c) for c in citations(repo)]
+    with LocalGitSource(repo.path) as source:
+        answers = [answer.status for answer in check_citations(source, items, "HEAD")]
+    assert answers == [r["status"] for r in expected()]
+    assert freed == [False]
+    assert gc.isenabled()
 
 
 def test_anchors_are_derived_only_when_a_step_needs_one(repo: GitRepo) -> None:
