@@ -695,6 +695,52 @@ def test_definitions_reuse_what_the_caller_has_of_the_text() -> None:
     assert len(asked) == 1  # from the cache: nothing parsed, no hasher asked for
 
 
+BIG_CLASS = ["class Big {", *(f"    int m{i}() {{ return {i}; }}" for i in range(40)), "}"]
+
+
+def test_definitions_make_their_hashes_when_first_asked() -> None:
+    """A parse lists every definition around a place (the class around a method, all
+    of a small file), and most are never asked for their hashes: each makes them on
+    first use, the same as made up front, from its own lines; from the file's
+    ``TextHasher`` only for a span of most of the file."""
+    lines = BIG_CLASS
+    asked: list[TextHasher] = []
+
+    def hasher() -> TextHasher:
+        asked.append(TextHasher(lines))
+        return asked[-1]
+
+    defs = DefinitionIndex().definitions("Big.java", "\n".join(lines) + "\n", lines=lines,
+                                         hasher=hasher)
+    (method,) = find(defs, "Big.m7")
+    own = lines[method.start_line - 1:method.end_line]
+    assert (method.text_hash, method.line_hashes) == (text_hash(own), line_hashes(own))
+    assert asked == []  # the method's own line, not the file, was normalised
+    (whole,) = find(defs, "Big")
+    assert (whole.text_hash, whole.line_hashes) == (text_hash(lines), line_hashes(lines))
+    assert len(asked) == 1
+    assert defs == DefinitionIndex().definitions("Big.java", "\n".join(lines) + "\n")
+
+
+def test_definitions_do_not_keep_the_file_they_were_parsed_from() -> None:
+    """The index's caches outlive a run's files: a definition holds the lines, and the
+    file's ``TextHasher`` only weakly (one made from the lines once the file is gone)."""
+    import gc
+    import weakref
+
+    from verified_memory.verify.files import FileText
+
+    file = FileText("0" * 40, "\n".join(BIG_CLASS) + "\n")
+    defs = DefinitionIndex().definitions("Big.java", file.text, key=file.blob_sha,
+                                         lines=file.lines, hasher=file.hasher)
+    gone = weakref.ref(file)
+    del file
+    gc.collect()
+    assert gone() is None
+    (whole,) = find(defs, "Big")
+    assert whole.text_hash == text_hash(BIG_CLASS)
+
+
 def test_names_with_spaces_are_compacted_and_plain_ones_kept() -> None:
     rust = "impl  From< u8 >  for Wrapper {\n    fn from(x: u8) -> Self { Wrapper }\n}\n"
     names = [d.name for d in definitions("conv.rs", rust)]

@@ -42,12 +42,13 @@ import logging
 import os
 import re
 import threading
+import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from itertools import accumulate, islice, pairwise
-from types import MappingProxyType
+from types import MappingProxyType, MethodType
 from typing import TYPE_CHECKING, NamedTuple
 
 import xxhash
@@ -65,7 +66,7 @@ from verified_memory.anchors._languages import (
     scope_labels,
     simple_name,
 )
-from verified_memory.anchors.hashing import BLANK, TextHasher, line_hashes
+from verified_memory.anchors.hashing import BLANK, TextHasher, hash_line, line_hashes, text_hash
 from verified_memory.anchors.normalize import split_lines
 from verified_memory.cache import BoundedCache
 from verified_memory.models import Anchor
@@ -98,7 +99,6 @@ DEFAULT_CACHE_SIZE = 2048
 MAX_PARSE_BYTES = 4_000_000
 
 
-@dataclass(frozen=True, slots=True)
 class Definition:
     """One named definition in a file.
 
@@ -106,17 +106,68 @@ class Definition:
     definition: Python decorators, a leading ``export``, Rust attributes. ``text_hash`` is
     ``hashing.text_hash`` of those lines (whitespace-blind); ``line_hashes`` has one
     ``hashing.hash_line`` per line, for line-level alignment (:mod:`.similarity`).
+
+    A parse lists every definition around the place a question is about (the class
+    around a method, all of a small file), and most are never asked for their hashes:
+    a definition listed by a parse makes them on first use, from the lines it was
+    parsed from (``_Rows``), which it lets go once both are made.
     """
 
-    name: str  # qualified: "Class.method", "outer.inner", "impl Trait for Type::fn"
-    kind: str  # tree-sitter node type, e.g. "function_definition", "arrow_function"
-    start_line: int
-    end_line: int
-    text_hash: str
-    line_hashes: tuple[int, ...]
-    #: A constant, variable, field or enum member (module, class or type level) rather
-    #: than a function, class or type: anchored and followed by name all the same.
-    declaration: bool = False
+    __slots__ = ("_line_hashes", "_rows", "_text_hash", "declaration", "end_line", "kind",
+                 "name", "start_line")
+
+    def __init__(self, name: str, kind: str, start_line: int, end_line: int,
+                 text_hash: str | None = None, line_hashes: tuple[int, ...] | None = None,
+                 declaration: bool = False, *, rows: _Rows | None = None) -> None:
+        if rows is None and (text_hash is None or line_hashes is None):
+            raise TypeError("a Definition needs its hashes, or the rows to make them from")
+        self.name = name  # qualified: "Class.method", "outer.inner", "impl Trait for Type::fn"
+        self.kind = kind  # tree-sitter node type, e.g. "function_definition", "arrow_function"
+        self.start_line = start_line
+        self.end_line = end_line
+        #: A constant, variable, field or enum member (module, class or type level) rather
+        #: than a function, class or type: anchored and followed by name all the same.
+        self.declaration = declaration
+        self._text_hash = text_hash
+        self._line_hashes = line_hashes
+        self._rows = rows
+
+    @property
+    def text_hash(self) -> str:
+        if self._text_hash is None:
+            assert self._rows is not None
+            self._text_hash = self._rows.text_hash(self.start_line - 1, self.end_line - 1)
+            self._made()
+        return self._text_hash
+
+    @property
+    def line_hashes(self) -> tuple[int, ...]:
+        if self._line_hashes is None:
+            assert self._rows is not None
+            self._line_hashes = self._rows.line_hashes(self.start_line - 1, self.end_line - 1)
+            self._made()
+        return self._line_hashes
+
+    def _made(self) -> None:
+        if self._text_hash is not None and self._line_hashes is not None:
+            self._rows = None  # nothing more to make from them
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.name, self.kind, self.start_line, self.end_line, self.text_hash,
+                self.line_hashes, self.declaration)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Definition):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (f"Definition(name={self.name!r}, kind={self.kind!r}, "
+                f"start_line={self.start_line}, end_line={self.end_line}, "
+                f"declaration={self.declaration})")
 
     def contains(self, line_start: int, line_end: int) -> bool:
         """Whether the whole range ``line_start..line_end`` lies inside this definition."""
@@ -131,6 +182,41 @@ class Definition:
             offset=line_start - self.start_line,
             language=language,
         )
+
+
+class _Rows:
+    """The lines a parse listed definitions from, for each definition to make its
+    hashes from on first use: from the file's line hashes when the caller had them
+    made, else from the definition's own lines (a fraction of the file's for a method
+    in a large class); the text of a span of most of the file from the caller's
+    ``TextHasher`` (``hasher``, made once per file there), or one made then.
+
+    It holds the lines, and the caller's ``hasher`` weakly when it is a method (a
+    ``FileText``'s): the definitions outlive the run's files in the index's caches."""
+
+    __slots__ = ("_give", "_hasher", "hashes", "lines")
+
+    def __init__(self, lines: Sequence[str], hashes: Sequence[int] | None,
+                 hasher: Callable[[], TextHasher] | None) -> None:
+        self.lines = lines
+        self.hashes = hashes if hashes is not None and len(hashes) == len(lines) else None
+        self._give: Callable[[], TextHasher] | weakref.WeakMethod[Callable[[], TextHasher]] \
+            | None = weakref.WeakMethod(hasher) if isinstance(hasher, MethodType) else hasher
+        self._hasher: TextHasher | None = None
+
+    def line_hashes(self, first: int, last: int) -> tuple[int, ...]:
+        if self.hashes is not None:
+            return tuple(self.hashes[first:last + 1])
+        return line_hashes(self.lines[first:last + 1])
+
+    def text_hash(self, first: int, last: int) -> str:
+        if self._hasher is None and 2 * (last - first + 1) > len(self.lines):
+            give = self._give() if isinstance(self._give, weakref.WeakMethod) else self._give
+            self._hasher = give() if give is not None else TextHasher(self.lines)
+            self._give = None
+        if self._hasher is not None:
+            return self._hasher.text_hash(first, last)
+        return text_hash(self.lines[first:last + 1])
 
 
 @lru_cache(maxsize=8192)  # asked for every candidate file of every search
@@ -267,21 +353,15 @@ def _parse(grammar: _Grammar, lines: Sequence[str]) -> Tree | None:
     return _parser(grammar).parse(source)
 
 
-def _extract(grammar: _Grammar, lines: Sequence[str],
-             hashes: Sequence[int] | None = None,
-             hasher: TextHasher | None = None) -> tuple[Definition, ...]:
-    """Parse ``lines`` and list their definitions in source order with qualified names
-    (``hashes`` and ``hasher``: the caller's, of these lines, when it has them)."""
-    tree = _parse(grammar, lines)
-    return () if tree is None else _build(grammar, tree, lines, hashes, hasher)
-
-
 def _build(grammar: _Grammar, tree: Tree, lines: Sequence[str],
-           hashes: Sequence[int] | None = None, hasher: TextHasher | None = None,
+           hashes: Sequence[int] | None = None,
+           hasher: Callable[[], TextHasher] | None = None,
            within: Node | None = None) -> tuple[Definition, ...]:
     """The definitions of a parsed file in source order with qualified names; with
     ``within``, only those whose node overlaps that node (its enclosing definitions
-    among them, so their names are the same as in the whole list)."""
+    among them, so their names are the same as in the whole list). ``hashes``: the
+    lines' hashes when the caller has them made; ``hasher``: gives the lines'
+    ``TextHasher`` (each definition makes its hashes when asked: ``_Rows``)."""
     ts = importlib.import_module("tree_sitter")
     cursor = ts.QueryCursor(grammar.query)
     if within is not None:
@@ -294,10 +374,7 @@ def _build(grammar: _Grammar, tree: Tree, lines: Sequence[str],
     nodes += [n for n in captures.get("decl", ()) if n.id in declared]
     # capture order is not source order; outer before inner for equal starts
     nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
-    if hashes is None or len(hashes) != len(lines):
-        hashes = line_hashes(lines)
-    if hasher is None:
-        hasher = TextHasher(lines)
+    rows = _Rows(lines, hashes, hasher)
     separator = grammar.separator
 
     result: list[Definition] = []
@@ -334,9 +411,8 @@ def _build(grammar: _Grammar, tree: Tree, lines: Sequence[str],
                 kind=node.type if node.id in declared else definition_kind(node),
                 start_line=first + 1,
                 end_line=last + 1,
-                text_hash=hasher.text_hash(first, last),
-                line_hashes=tuple(hashes[first : last + 1]),
                 declaration=node.id in declared,
+                rows=rows,
             )
         )
     # nodes were sorted by their own start; spans may start earlier (decorators)
@@ -419,7 +495,9 @@ class DefinitionIndex:
 
         What the caller has of the text already is not made again: ``hashes`` (its
         line hashes), ``lines`` (``split_lines(text)``), ``hasher`` (gives its
-        ``TextHasher``, asked only when the text is parsed).
+        ``TextHasher``, asked only when a definition's span is most of the file). The
+        definitions make their hashes on first use (``Definition``): most are never
+        asked.
         """
         found = self._file(path, text, key)
         if found is None:
@@ -431,7 +509,7 @@ class DefinitionIndex:
             tree = self._tree(grammar, cache_key, split, path)
             self._trees.pop(cache_key)  # listed whole from now on
             return self._built(path, lambda: () if tree is None else _build(
-                grammar, tree, split, hashes, hasher() if hasher is not None else None))
+                grammar, tree, split, hashes, hasher))
 
         return self._cache.get_or_compute(cache_key, build)
 
@@ -461,7 +539,7 @@ class DefinitionIndex:
                 part = hashes if hashes is None or len(hashes) == len(parsed) \
                     else hashes[:len(parsed)]
                 return self._built(path, lambda: _build(
-                    grammar, tree, parsed, part, hasher() if hasher is not None else None,
+                    grammar, tree, parsed, part, hasher,
                     within=_around(tree, parsed, first, last)))
 
             part = self._part(grammar, cache_key, split, first, last, path)
@@ -505,7 +583,7 @@ class DefinitionIndex:
             if tree is None:
                 return self.definitions(path, text, key, hashes, lines=split, hasher=hasher)
             return self._built(path, lambda: _build(
-                grammar, tree, split, hashes, hasher() if hasher is not None else None))
+                grammar, tree, split, hashes, hasher))
 
         return self._named.get_or_compute((*cache_key, word), build)
 
@@ -525,18 +603,23 @@ class DefinitionIndex:
         language = language_for(path)
         if language is None:
             return None
-        if hashes is None:
-            hashes = line_hashes(split_lines(text) if lines is None else lines)
-        first, last = line_start, min(line_end, len(hashes))
-        while first < last and hashes[first - 1] == BLANK:
+        split = split_lines(text) if lines is None else lines
+        size = len(split) if hashes is None else len(hashes)
+
+        def blank(row: int) -> bool:  # 1-based; only the cited rows' edges are hashed
+            return (hash_line(split[row - 1]) if hashes is None
+                    else hashes[row - 1]) == BLANK
+
+        first, last = line_start, min(line_end, size)
+        while first < last and blank(first):
             first += 1
-        while last > first and hashes[last - 1] == BLANK:
+        while last > first and blank(last):
             last -= 1
-        if 1 <= first <= last <= len(hashes) and hashes[first - 1] != BLANK:
+        if 1 <= first <= last <= size and not blank(first):
             defs = self.definitions_around(path, text, first, last, key, hashes,
-                                           lines=lines, hasher=hasher)
+                                           lines=split, hasher=hasher)
         else:  # only blank lines, or none: no place to look around
-            defs = self.definitions(path, text, key, hashes, lines=lines, hasher=hasher)
+            defs = self.definitions(path, text, key, hashes, lines=split, hasher=hasher)
         found = innermost(defs, first, last)
         return found.anchor(line_start, language) if found is not None else None
 

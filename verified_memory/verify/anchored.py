@@ -594,7 +594,8 @@ class AnchorLocator(Locator, Origins):
             old = self._old_file(verifier, citation.blob_sha)
             return None if old is None else self.index.anchor_for(
                 citation.path, old.text, citation.line_start, citation.line_end,
-                key=old.blob_sha, hashes=old.hashes, lines=old.lines, hasher=old.hasher)
+                key=old.blob_sha, hashes=old.hashes_made(), lines=old.lines,
+                hasher=old.hasher)
 
         anchor = self._anchors.get_or_compute(key, derive)
         if anchor is None:
@@ -885,8 +886,8 @@ class AnchorLocator(Locator, Origins):
         # the anchor's own definition starts there (unless the anchor was made from
         # other text): found without listing the whole old file
         at = self.index.starting_at(citation.path, old.text, start, anchor.name,
-                                    key=old.blob_sha, hashes=old.hashes, lines=old.lines,
-                                    hasher=old.hasher)
+                                    key=old.blob_sha, hashes=old.hashes_made(),
+                                    lines=old.lines, hasher=old.hasher)
         if at is not None:
             return at
         named = treesitter.find(self._named(citation.path, old, anchor.name), anchor.name)
@@ -930,8 +931,9 @@ class AnchorLocator(Locator, Origins):
     # ------------------------------------------------------------------ candidates
 
     def _defs(self, path: str, file: FileText) -> tuple[treesitter.Definition, ...]:
-        return self.index.definitions(path, file.text, key=file.blob_sha, hashes=file.hashes,
-                                      lines=file.lines, hasher=file.hasher)
+        return self.index.definitions(path, file.text, key=file.blob_sha,
+                                      hashes=file.hashes_made(), lines=file.lines,
+                                      hasher=file.hasher)
 
     def _named(self, path: str, file: FileText,
                name: str) -> tuple[treesitter.Definition, ...]:
@@ -940,8 +942,9 @@ class AnchorLocator(Locator, Origins):
         parameters: a question about one name parses only the parts of a large file
         where the last word of that name is written (``DefinitionIndex.named``)."""
         word = naming.last_word(naming.generic_blind(name)).lstrip("_")
-        return self.index.named(path, file.text, word, key=file.blob_sha, hashes=file.hashes,
-                                lines=file.lines, hasher=file.hasher)
+        return self.index.named(path, file.text, word, key=file.blob_sha,
+                                hashes=file.hashes_made(), lines=file.lines,
+                                hasher=file.hasher)
 
     def _held_intact(self, citation: Citation, path: str, file: FileText,
                      place: Location) -> bool:

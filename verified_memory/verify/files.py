@@ -29,7 +29,7 @@ __all__ = ["MAX_FILE_BYTES", "FileCache", "FileText"]
 MAX_FILE_BYTES = 16 * 1024 * 1024
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)  # weakly held by definitions (treesitter._Rows)
 class FileText:
     """A text file at one blob: its lines and the hash of each normalised line, both
     made on first use. Most files a search reads are passed over on their text alone
