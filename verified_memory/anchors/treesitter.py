@@ -45,7 +45,7 @@ import threading
 import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from itertools import accumulate, islice, pairwise
 from types import MappingProxyType, MethodType
@@ -99,6 +99,7 @@ DEFAULT_CACHE_SIZE = 2048
 MAX_PARSE_BYTES = 4_000_000
 
 
+@dataclass(eq=False, slots=True)
 class Definition:
     """One named definition in a file.
 
@@ -109,28 +110,20 @@ class Definition:
 
     A parse lists every definition around the place a question is about (the class
     around a method, all of a small file), and most are never asked for their hashes:
-    a definition listed by a parse makes them on first use, from the lines it was
-    parsed from (``_Rows``), which it lets go once both are made.
+    a definition makes them on first use, from the lines it was parsed from
+    (``_Rows``), which it lets go once both are made.
     """
 
-    __slots__ = ("_line_hashes", "_rows", "_text_hash", "declaration", "end_line", "kind",
-                 "name", "start_line")
-
-    def __init__(self, name: str, kind: str, start_line: int, end_line: int,
-                 text_hash: str | None = None, line_hashes: tuple[int, ...] | None = None,
-                 declaration: bool = False, *, rows: _Rows | None = None) -> None:
-        if rows is None and (text_hash is None or line_hashes is None):
-            raise TypeError("a Definition needs its hashes, or the rows to make them from")
-        self.name = name  # qualified: "Class.method", "outer.inner", "impl Trait for Type::fn"
-        self.kind = kind  # tree-sitter node type, e.g. "function_definition", "arrow_function"
-        self.start_line = start_line
-        self.end_line = end_line
-        #: A constant, variable, field or enum member (module, class or type level) rather
-        #: than a function, class or type: anchored and followed by name all the same.
-        self.declaration = declaration
-        self._text_hash = text_hash
-        self._line_hashes = line_hashes
-        self._rows = rows
+    name: str  # qualified: "Class.method", "outer.inner", "impl Trait for Type::fn"
+    kind: str  # tree-sitter node type, e.g. "function_definition", "arrow_function"
+    start_line: int
+    end_line: int
+    #: A constant, variable, field or enum member (module, class or type level) rather
+    #: than a function, class or type: anchored and followed by name all the same.
+    declaration: bool = False
+    _rows: _Rows | None = field(default=None, repr=False)
+    _text_hash: str | None = field(default=None, repr=False)
+    _line_hashes: tuple[int, ...] | None = field(default=None, repr=False)
 
     @property
     def text_hash(self) -> str:
@@ -163,11 +156,6 @@ class Definition:
 
     def __hash__(self) -> int:
         return hash(self._key())
-
-    def __repr__(self) -> str:
-        return (f"Definition(name={self.name!r}, kind={self.kind!r}, "
-                f"start_line={self.start_line}, end_line={self.end_line}, "
-                f"declaration={self.declaration})")
 
     def contains(self, line_start: int, line_end: int) -> bool:
         """Whether the whole range ``line_start..line_end`` lies inside this definition."""
@@ -412,7 +400,7 @@ def _build(grammar: _Grammar, tree: Tree, lines: Sequence[str],
                 start_line=first + 1,
                 end_line=last + 1,
                 declaration=node.id in declared,
-                rows=rows,
+                _rows=rows,
             )
         )
     # nodes were sorted by their own start; spans may start earlier (decorators)
