@@ -127,18 +127,20 @@ class Definition:
 
     @property
     def text_hash(self) -> str:
-        if self._text_hash is None:
-            assert self._rows is not None
-            self._text_hash = self._rows.text_hash(self.start_line - 1, self.end_line - 1)
+        rows = self._rows  # None once both are made (here, or in another thread)
+        if self._text_hash is None and rows is not None:
+            self._text_hash = rows.text_hash(self.start_line - 1, self.end_line - 1)
             self._made()
+        assert self._text_hash is not None
         return self._text_hash
 
     @property
     def line_hashes(self) -> tuple[int, ...]:
-        if self._line_hashes is None:
-            assert self._rows is not None
-            self._line_hashes = self._rows.line_hashes(self.start_line - 1, self.end_line - 1)
+        rows = self._rows
+        if self._line_hashes is None and rows is not None:
+            self._line_hashes = rows.line_hashes(self.start_line - 1, self.end_line - 1)
             self._made()
+        assert self._line_hashes is not None
         return self._line_hashes
 
     def _made(self) -> None:
